@@ -1,0 +1,106 @@
+// Host-side helpers of the CPU backend: framework-free, not for device code.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "compact.h"
+#include "permutation.h"
+#include "row_plan.h"
+
+namespace syncfree {
+namespace core {
+
+// A Permutation whose small (exact) construction is tabulated once, by
+// sorting the element keys, instead of costing O(n) per evaluation. Returns
+// exactly what Permutation returns.
+class HostPermutation {
+ public:
+
+  HostPermutation() = default;
+  explicit HostPermutation(const Permutation& perm) : perm_(perm) {
+    if (!perm.is_small() || perm.size() == 0) return;
+    const int64_t n = perm.size();
+    std::pair<uint64_t, int64_t> keyed[kSmallDomain];
+    for (int64_t j = 0; j < n; ++j) keyed[j] = {perm.small_key(j), j};
+    std::sort(keyed, keyed + n);
+    table_.resize(static_cast<size_t>(n));
+    for (int64_t r = 0; r < n; ++r) table_[static_cast<size_t>(keyed[r].second)] = r;
+  }
+  int64_t operator()(int64_t x) const {
+    return table_.empty() ? perm_(x) : table_[static_cast<size_t>(x)];
+  }
+
+  // values[i] = perm(values[i]) for i < count: the same results as
+  // operator(), computed with one branch-free Feistel pass over the whole
+  // batch (independent iterations the CPU overlaps or vectorizes) and a
+  // scalar cycle walk for the few values that left [0, n).
+  void apply(int64_t* values, int64_t count) const {
+    if (!table_.empty()) {
+      for (int64_t i = 0; i < count; ++i) values[i] = table_[static_cast<size_t>(values[i])];
+      return;
+    }
+    if (perm_.is_small()) {  // empty domain
+      for (int64_t i = 0; i < count; ++i) values[i] = perm_(values[i]);
+      return;
+    }
+    const uint64_t n = static_cast<uint64_t>(perm_.size());
+    for (int64_t i = 0; i < count; ++i)
+      values[i] = static_cast<int64_t>(perm_.feistel(static_cast<uint64_t>(values[i])));
+    for (int64_t i = 0; i < count; ++i) {
+      uint64_t v = static_cast<uint64_t>(values[i]);
+      while (v >= n) v = perm_.feistel(v);
+      values[i] = static_cast<int64_t>(v);
+    }
+  }
+
+ private:
+  Permutation perm_;
+  std::vector<int64_t> table_;
+};
+
+// Writes slots [begin, end) of one row: indices (or -1) and validity.
+// Evaluates pick_slot() for a batch of slots at a time, class by class.
+inline void fill_row_slots(const RowPlan& plan, const CompactRow& row, int64_t begin, int64_t end,
+                           int64_t* indices, bool* valid) {
+  constexpr int64_t kBatch = 256;
+  const int64_t num_valid = plan.quota.valid();
+  const int64_t num_pos = plan.quota.num_pos;
+  const int64_t valid_end = std::min(end, num_valid);
+  if (begin < valid_end) {
+    const HostPermutation slots(plan.slots);
+    const HostPermutation positives(plan.positives);
+    const HostPermutation negatives(plan.negatives);
+    int64_t t[kBatch], pos_rank[kBatch], neg_rank[kBatch];
+    int64_t pos_slot[kBatch], neg_slot[kBatch];
+    for (int64_t b0 = begin; b0 < valid_end; b0 += kBatch) {
+      const int64_t count = std::min(kBatch, valid_end - b0);
+      for (int64_t i = 0; i < count; ++i) t[i] = b0 + i;
+      if (plan.permute_slots) slots.apply(t, count);
+      int64_t np = 0, nn = 0;
+      for (int64_t i = 0; i < count; ++i) {  // branch-free split by class
+        const bool is_pos = t[i] < num_pos;
+        pos_rank[np] = t[i];
+        pos_slot[np] = b0 + i;
+        neg_rank[nn] = t[i] - num_pos;
+        neg_slot[nn] = b0 + i;
+        np += is_pos;
+        nn += !is_pos;
+      }
+      if (plan.pick_positives) positives.apply(pos_rank, np);
+      if (plan.pick_negatives) negatives.apply(neg_rank, nn);
+      for (int64_t i = 0; i < np; ++i) indices[pos_slot[i]] = row.index_of(pos_rank[i], true);
+      for (int64_t i = 0; i < nn; ++i) indices[neg_slot[i]] = row.index_of(neg_rank[i], false);
+      for (int64_t i = 0; i < count; ++i) valid[b0 + i] = true;
+    }
+  }
+  for (int64_t s = std::max(begin, num_valid); s < end; ++s) {
+    indices[s] = -1;
+    valid[s] = false;
+  }
+}
+
+}  // namespace core
+}  // namespace syncfree

@@ -1,0 +1,30 @@
+// The label rule, for every label type:
+//   label < 0               -> ignored (never sampled)
+//   label == negative_label -> negative
+//   any other label         -> positive
+// bool labels: true is positive, false negative (negative_label is unused).
+// negative_label must be >= 0 (checked by the operator).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "platform.h"
+
+namespace syncfree {
+namespace core {
+
+template <typename T>
+SYNCFREE_HD void classify(T label, int64_t negative_label, bool* positive, bool* negative) {
+  if constexpr (std::is_same<T, bool>::value) {
+    *positive = label;
+    *negative = !label;
+  } else {
+    const int64_t v = static_cast<int64_t>(label);
+    *negative = v == negative_label;
+    *positive = v >= 0 && !*negative;
+  }
+}
+
+}  // namespace core
+}  // namespace syncfree

@@ -1,0 +1,13 @@
+// Portability macros for code shared by the CPU and CUDA backends.
+//
+// Everything under csrc/core is framework-free: it includes no torch or ATen
+// header, takes plain integers and raw pointers, and compiles both as C++17
+// and under nvcc, so that the CPU and CUDA kernels run the very same
+// arithmetic and therefore return bit-identical samples for the same seed.
+#pragma once
+
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define SYNCFREE_HD __host__ __device__ __forceinline__
+#else
+#define SYNCFREE_HD inline
+#endif

@@ -1,0 +1,37 @@
+// Internal declarations shared by the operator registration and the backends.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/util/Optional.h>
+
+#include <cstdint>
+
+#include "core/row_plan.h"
+
+namespace syncfree {
+namespace ops {
+
+// The one set of argument checks of balanced_sample, run by every backend
+// (CPU, CUDA, Meta). Returns the call's parameters with seed/offset unset:
+// drawing them is the backend's job.
+core::SampleParams check_sample_args(const at::Tensor& labels, int64_t num_samples,
+                                     double positive_fraction, int64_t negative_label,
+                                     bool fill_positives, const c10::optional<int64_t>& seed,
+                                     const c10::optional<at::Generator>& generator);
+
+// Shape of the outputs: labels.shape[:-1] + [num_samples].
+std::vector<int64_t> output_sizes(const at::Tensor& labels, int64_t num_samples);
+
+// Number of rows: the product of labels.shape[:-1] (1 for 1-d labels).
+int64_t num_rows(const at::Tensor& labels);
+
+// Backend kernels (registered in balanced_sample.cpp and the backend files).
+std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
+                                                       int64_t num_samples,
+                                                       double positive_fraction,
+                                                       int64_t negative_label, bool fill_positives,
+                                                       c10::optional<int64_t> seed,
+                                                       c10::optional<at::Generator> generator);
+
+}  // namespace ops
+}  // namespace syncfree

@@ -1,0 +1,69 @@
+// syncfree: static-shape, sync-free balanced subsampling for PyTorch (C++ API).
+//
+//   #include <syncfree/syncfree.h>
+//   auto [indices, valid] = syncfree::balanced_sample(labels, 256);
+//   auto [feats, labs, valid] = syncfree::balanced_sample_gather(features, labels, 256,
+//       syncfree::SampleOptions().positive_fraction(0.25).seed(7));
+//
+// Both functions call the operators syncfree::balanced_sample and
+// syncfree::balanced_sample_gather through the PyTorch dispatcher, so they
+// run on whatever backend the inputs live on and compose with autograd.
+// README.md documents the contract: label rule, quota rule, output layout,
+// randomness and guarantees.
+#pragma once
+
+#include <ATen/ATen.h>
+#include <c10/util/Optional.h>
+
+#include <cstdint>
+#include <tuple>
+
+namespace syncfree {
+
+// Optional arguments, with the operators' defaults.
+struct SampleOptions {
+  // Fraction of the K slots meant for positives: target = floor(K * fraction).
+  SampleOptions& positive_fraction(double v) {
+    positive_fraction_ = v;
+    return *this;
+  }
+  // Label value of negatives (>= 0). Labels < 0 are ignored, others positive.
+  SampleOptions& negative_label(int64_t v) {
+    negative_label_ = v;
+    return *this;
+  }
+  // If true, positives also fill slots that negatives leave empty.
+  SampleOptions& fill_positives(bool v) {
+    fill_positives_ = v;
+    return *this;
+  }
+  // Fixed seed: identical results on every device. Excludes generator().
+  SampleOptions& seed(int64_t v) {
+    seed_ = v;
+    return *this;
+  }
+  // Generator to draw from when no seed is given (default: the device's).
+  SampleOptions& generator(at::Generator v) {
+    generator_ = std::move(v);
+    return *this;
+  }
+
+  double positive_fraction_ = 0.5;
+  int64_t negative_label_ = 0;
+  bool fill_positives_ = true;
+  c10::optional<int64_t> seed_;
+  c10::optional<at::Generator> generator_;
+};
+
+// labels [..., N] (bool or integer) -> (indices int64 [..., K], valid bool [..., K]).
+std::tuple<at::Tensor, at::Tensor> balanced_sample(const at::Tensor& labels, int64_t num_samples,
+                                                   const SampleOptions& options = SampleOptions());
+
+// features [..., N, *F], labels [..., N] -> (sampled_features [..., K, *F],
+// sampled_labels int64 [..., K], valid bool [..., K]). Invalid slots hold zero
+// features and label -1. Differentiable with respect to features.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> balanced_sample_gather(
+    const at::Tensor& features, const at::Tensor& labels, int64_t num_samples,
+    const SampleOptions& options = SampleOptions());
+
+}  // namespace syncfree

@@ -1,0 +1,40 @@
+"""syncfree: static-shape, sync-free balanced subsampling for PyTorch.
+
+    import syncfree
+    indices, valid = syncfree.balanced_sample(labels, 256, 0.25)
+    feats, labs, valid = syncfree.balanced_sample_gather(features, labels, 256)
+
+The operators are also reachable as ``torch.ops.syncfree.balanced_sample`` and
+``torch.ops.syncfree.balanced_sample_gather`` once this package is imported.
+"""
+import os as _os
+
+import torch as _torch
+
+from ._build_info import SYNCFREE_VERSION as __version__
+from ._build_info import TORCH_VERSION as _BUILT_AGAINST
+
+_LIBRARY = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "libsyncfree.so")
+
+
+def _load_library() -> None:
+    if _torch.__version__ != _BUILT_AGAINST:
+        raise ImportError(
+            f"syncfree was compiled against torch {_BUILT_AGAINST}, but torch "
+            f"{_torch.__version__} is installed; rebuild syncfree against the installed torch "
+            f"(pip install --no-build-isolation . from the source tree)"
+        )
+    try:
+        _torch.ops.load_library(_LIBRARY)
+    except OSError as e:
+        raise ImportError(
+            f"could not load {_LIBRARY} (compiled against torch {_BUILT_AGAINST}, "
+            f"installed torch {_torch.__version__}): {e}"
+        ) from e
+
+
+_load_library()
+
+from .ops import balanced_sample, balanced_sample_gather  # noqa: E402
+
+__all__ = ["balanced_sample", "balanced_sample_gather", "__version__"]

@@ -1,0 +1,334 @@
+// Unit tests of the framework-free core (csrc/core), without torch.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <set>
+#include <vector>
+
+#include "core/compact.h"
+#include "core/host_sampler.h"
+#include "core/labels.h"
+#include "core/permutation.h"
+#include "core/quota.h"
+#include "core/random.h"
+#include "core/row_plan.h"
+
+using namespace syncfree::core;
+
+TEST(Random, StreamIsSplitMix64) {
+  // splitmix64 seeded with 0 starts 0xE220A8397B1DCDAF, 0x6E789E6AA1B965F4.
+  EXPECT_EQ(stream_value(0, 0), 0xE220A8397B1DCDAFull);
+  EXPECT_EQ(stream_value(0, 1), 0x6E789E6AA1B965F4ull);
+}
+
+TEST(Random, KeysDependOnEveryInput) {
+  const uint64_t base = row_key(call_key(1, 0), 0);
+  EXPECT_NE(base, row_key(call_key(2, 0), 0));
+  EXPECT_NE(base, row_key(call_key(1, 1), 0));
+  EXPECT_NE(base, row_key(call_key(1, 0), 1));
+  EXPECT_NE(purpose_key(base, kSlotPermutation), purpose_key(base, kPositivePermutation));
+  EXPECT_NE(purpose_key(base, kPositivePermutation), purpose_key(base, kNegativePermutation));
+}
+
+// The quota rule written out longhand, as the brief states it.
+Quota reference_quota(int64_t P, int64_t Q, int64_t K, double f, bool fill) {
+  const int64_t target = static_cast<int64_t>(std::floor(K * f));
+  int64_t np = std::min(P, target);
+  const int64_t nn = std::min(Q, K - np);
+  if (fill) np = std::min(P, K - nn);
+  return {np, nn};
+}
+
+TEST(Quota, Examples) {
+  // K = 10, half positives, plenty of both.
+  EXPECT_EQ(balanced_quota(100, 100, 10, 0.5, true).num_pos, 5);
+  EXPECT_EQ(balanced_quota(100, 100, 10, 0.5, true).num_neg, 5);
+  // Few positives: negatives fill.
+  EXPECT_EQ(balanced_quota(2, 100, 10, 0.5, false).num_pos, 2);
+  EXPECT_EQ(balanced_quota(2, 100, 10, 0.5, false).num_neg, 8);
+  // Few negatives: positives fill only with fill_positives.
+  EXPECT_EQ(balanced_quota(100, 3, 10, 0.5, true).num_pos, 7);
+  EXPECT_EQ(balanced_quota(100, 3, 10, 0.5, false).num_pos, 5);
+  EXPECT_EQ(balanced_quota(100, 3, 10, 0.5, false).num_neg, 3);
+  // Odd K truncates the positive target: floor(7 * 0.5) = 3.
+  EXPECT_EQ(balanced_quota(100, 100, 7, 0.5, true).num_pos, 3);
+  EXPECT_EQ(balanced_quota(100, 100, 7, 0.5, true).num_neg, 4);
+  // torchvision's RPN default: 256 * 0.25 = 64.
+  EXPECT_EQ(balanced_quota(1000, 1000, 256, 0.25, false).num_pos, 64);
+  // K = 0 and empty classes.
+  EXPECT_EQ(balanced_quota(5, 5, 0, 0.5, true).valid(), 0);
+  EXPECT_EQ(balanced_quota(0, 0, 10, 0.5, true).valid(), 0);
+  // Extreme fractions.
+  EXPECT_EQ(balanced_quota(100, 100, 10, 1.0, false).num_pos, 10);
+  EXPECT_EQ(balanced_quota(100, 100, 10, 0.0, false).num_pos, 0);
+  EXPECT_EQ(positive_target(INT64_MAX, 1.0), INT64_MAX);
+}
+
+TEST(Quota, MatchesTheRuleExhaustively) {
+  for (bool fill : {false, true})
+    for (double f : {0.0, 0.1, 0.25, 0.3, 0.5, 0.7, 1.0})
+      for (int64_t K = 0; K <= 12; ++K)
+        for (int64_t P = 0; P <= 14; ++P)
+          for (int64_t Q = 0; Q <= 14; ++Q) {
+            const Quota q = balanced_quota(P, Q, K, f, fill);
+            const Quota r = reference_quota(P, Q, K, f, fill);
+            ASSERT_EQ(q.num_pos, r.num_pos) << P << " " << Q << " " << K << " " << f;
+            ASSERT_EQ(q.num_neg, r.num_neg) << P << " " << Q << " " << K << " " << f;
+            ASSERT_LE(q.valid(), K);
+          }
+}
+
+TEST(Quota, FillPositivesUsesEveryCandidateUpToK) {
+  for (int64_t K = 0; K <= 12; ++K)
+    for (int64_t P = 0; P <= 14; ++P)
+      for (int64_t Q = 0; Q <= 14; ++Q)
+        EXPECT_EQ(balanced_quota(P, Q, K, 0.5, true).valid(), std::min(K, P + Q));
+}
+
+TEST(Permutation, BitsFor) {
+  EXPECT_EQ(bits_for(2), 1);
+  EXPECT_EQ(bits_for(128), 7);
+  EXPECT_EQ(bits_for(129), 8);
+  EXPECT_EQ(bits_for(256), 8);
+  EXPECT_EQ(bits_for(257), 9);
+  EXPECT_EQ(bits_for(INT64_MAX), 63);
+}
+
+void expect_bijection(uint64_t key, int64_t n) {
+  const Permutation perm(key, n);
+  const HostPermutation host(perm);
+  std::vector<char> seen(static_cast<size_t>(n), 0);
+  for (int64_t x = 0; x < n; ++x) {
+    const int64_t y = perm(x);
+    ASSERT_GE(y, 0);
+    ASSERT_LT(y, n);
+    ASSERT_FALSE(seen[static_cast<size_t>(y)]) << "n=" << n << " x=" << x;
+    seen[static_cast<size_t>(y)] = 1;
+    ASSERT_EQ(host(x), y) << "HostPermutation disagrees, n=" << n;
+  }
+}
+
+TEST(Permutation, IsABijectionOnEverySmallAndMediumDomain) {
+  for (int64_t n = 0; n <= 700; ++n) expect_bijection(0x1234u + static_cast<uint64_t>(n), n);
+  for (int64_t n : {1000, 4095, 4096, 4097, 65536, 100003})
+    for (uint64_t key : {0ull, 1ull, 0xFFFFFFFFFFFFFFFFull}) expect_bijection(key, n);
+}
+
+TEST(Permutation, FeistelPassIsABijectionOfThePowerOfTwoDomain) {
+  for (int64_t n : {129, 200, 256, 300, 1000}) {
+    const Permutation perm(42, n);
+    const uint64_t domain = uint64_t{1} << perm.domain_bits();
+    std::set<uint64_t> seen;
+    for (uint64_t v = 0; v < domain; ++v) seen.insert(perm.feistel(v));
+    EXPECT_EQ(seen.size(), domain);
+    EXPECT_EQ(*seen.rbegin(), domain - 1);
+  }
+}
+
+TEST(Permutation, HugeDomainsStayInRange) {
+  for (int64_t n : {int64_t{1} << 31, (int64_t{1} << 40) + 7, INT64_MAX}) {
+    const Permutation perm(7, n);
+    std::set<int64_t> seen;
+    for (int64_t x = 0; x < 2000; ++x) {
+      const int64_t y = perm(x);
+      ASSERT_GE(y, 0);
+      ASSERT_LT(y, n);
+      seen.insert(y);
+    }
+    EXPECT_EQ(seen.size(), 2000u);
+  }
+}
+
+TEST(Permutation, KeyChangesThePermutation) {
+  for (int64_t n : {10, 128, 129, 5000}) {
+    int same = 0;
+    for (int64_t x = 0; x < n; ++x) same += Permutation(1, n)(x) == Permutation(2, n)(x);
+    EXPECT_LT(same, n / 2 + 2) << n;
+  }
+}
+
+TEST(Labels, Classify) {
+  bool pos, neg;
+  classify<int64_t>(-1, 0, &pos, &neg);
+  EXPECT_FALSE(pos || neg);
+  classify<int64_t>(0, 0, &pos, &neg);
+  EXPECT_TRUE(neg && !pos);
+  classify<int64_t>(3, 0, &pos, &neg);
+  EXPECT_TRUE(pos && !neg);
+  classify<int64_t>(80, 80, &pos, &neg);  // detectron2: background = num_classes
+  EXPECT_TRUE(neg && !pos);
+  classify<int64_t>(0, 80, &pos, &neg);
+  EXPECT_TRUE(pos && !neg);
+  classify<uint8_t>(255, 0, &pos, &neg);  // unsigned labels are never ignored
+  EXPECT_TRUE(pos && !neg);
+  classify<int8_t>(-2, 0, &pos, &neg);
+  EXPECT_FALSE(pos || neg);
+  classify<int8_t>(44, 300, &pos, &neg);  // out-of-range negative label: no negatives
+  EXPECT_TRUE(pos && !neg);
+  classify<bool>(true, 0, &pos, &neg);
+  EXPECT_TRUE(pos && !neg);
+  classify<bool>(false, 5, &pos, &neg);
+  EXPECT_TRUE(neg && !pos);
+}
+
+// Builds the chunked workspace of one row and checks every rank lookup.
+template <typename T>
+void check_compaction(const std::vector<T>& storage, int64_t stride, int64_t n, int64_t neg_label) {
+  const int64_t chunks = num_chunks(n);
+  std::vector<uint16_t> work(static_cast<size_t>(n));
+  std::vector<int64_t> pos(static_cast<size_t>(chunks + 1), 0), neg(pos);
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t start = c * kChunk;
+    compact_chunk(storage.data() + start * stride, stride, std::min(kChunk, n - start), neg_label,
+                  work.data() + start, &pos[c + 1], &neg[c + 1]);
+  }
+  for (int64_t c = 1; c <= chunks; ++c) {
+    pos[c] += pos[c - 1];
+    neg[c] += neg[c - 1];
+  }
+  std::vector<int64_t> want_pos, want_neg;
+  for (int64_t i = 0; i < n; ++i) {
+    bool p, q;
+    classify(storage[static_cast<size_t>(i * stride)], neg_label, &p, &q);
+    if (p) want_pos.push_back(i);
+    if (q) want_neg.push_back(i);
+  }
+  const CompactRow row{work.data(), pos.data(), neg.data(), n, chunks};
+  ASSERT_EQ(row.num_positive(), static_cast<int64_t>(want_pos.size()));
+  ASSERT_EQ(row.num_negative(), static_cast<int64_t>(want_neg.size()));
+  for (size_t r = 0; r < want_pos.size(); ++r)
+    ASSERT_EQ(row.index_of(static_cast<int64_t>(r), true), want_pos[r]);
+  for (size_t r = 0; r < want_neg.size(); ++r)
+    ASSERT_EQ(row.index_of(static_cast<int64_t>(r), false), want_neg[r]);
+}
+
+TEST(Compact, MatchesABruteForceScanAcrossChunks) {
+  std::mt19937_64 rng(5);
+  for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{77}, kChunk - 1, kChunk, kChunk + 1,
+                    3 * kChunk + 5}) {
+    for (int64_t stride : {1, 3}) {
+      std::vector<int64_t> storage(static_cast<size_t>(n * stride));
+      for (auto& v : storage) v = static_cast<int64_t>(rng() % 5) - 1;  // -1..3
+      check_compaction(storage, stride, n, 0);
+      check_compaction(storage, stride, n, 2);
+    }
+  }
+  std::vector<uint8_t> bytes(200003);
+  for (auto& v : bytes) v = static_cast<uint8_t>(rng() % 3);
+  check_compaction(bytes, 1, 200003, 1);
+  // Sparse classes: only a few positives in a long row.
+  std::vector<int8_t> sparse(3 * kChunk, 0);
+  sparse[5] = 1;
+  sparse[kChunk + 9] = 1;
+  sparse[3 * kChunk - 1] = 1;
+  check_compaction(sparse, 1, 3 * kChunk, 0);
+}
+
+TEST(RowPlan, PicksAreUniqueAndMeetTheQuota) {
+  SampleParams p;
+  for (int64_t P : {0, 1, 5, 127, 128, 129, 1000})
+    for (int64_t Q : {0, 1, 3, 200, 5000})
+      for (int64_t K : {0, 1, 7, 64, 256, 2000})
+        for (bool fill : {false, true}) {
+          p.num_samples = K;
+          p.fill_positives = fill;
+          p.seed = static_cast<uint64_t>(P * 31 + Q * 7 + K);
+          const RowPlan plan = make_row_plan(p, 3, P, Q);
+          const Quota want = balanced_quota(P, Q, K, 0.5, fill);
+          ASSERT_EQ(plan.quota.num_pos, want.num_pos);
+          ASSERT_EQ(plan.quota.num_neg, want.num_neg);
+          std::set<int64_t> pos, neg;
+          for (int64_t s = 0; s < plan.quota.valid(); ++s) {
+            const Pick pick = pick_slot(plan, s);
+            auto& set = pick.positive ? pos : neg;
+            ASSERT_GE(pick.rank, 0);
+            ASSERT_LT(pick.rank, pick.positive ? P : Q);
+            ASSERT_TRUE(set.insert(pick.rank).second) << "duplicate pick";
+          }
+          ASSERT_EQ(static_cast<int64_t>(pos.size()), want.num_pos);
+          ASSERT_EQ(static_cast<int64_t>(neg.size()), want.num_neg);
+        }
+}
+
+TEST(RowPlan, HostAndDeviceStylePermutationsAgree) {
+  // fill_row_slots tabulates small permutations; pick_slot(plan, s) evaluates
+  // them one element at a time as device code does. Both must agree.
+  SampleParams p;
+  p.num_samples = 100;
+  p.seed = 99;
+  const RowPlan plan = make_row_plan(p, 0, 60, 90);
+  const HostPermutation a(plan.slots), b(plan.positives), c(plan.negatives);
+  for (int64_t s = 0; s < plan.quota.valid(); ++s) {
+    const Pick x = pick_slot(plan, s);
+    const Pick y = pick_slot(plan, a, b, c, s);
+    EXPECT_EQ(x.rank, y.rank);
+    EXPECT_EQ(x.positive, y.positive);
+  }
+}
+
+TEST(RowPlan, SameInputsSameSamplesDifferentSeedsDiffer) {
+  SampleParams p;
+  p.num_samples = 50;
+  p.seed = 1;
+  const RowPlan a = make_row_plan(p, 0, 500, 500);
+  const RowPlan b = make_row_plan(p, 0, 500, 500);
+  p.seed = 2;
+  const RowPlan c = make_row_plan(p, 0, 500, 500);
+  int differ = 0;
+  for (int64_t s = 0; s < 50; ++s) {
+    EXPECT_EQ(pick_slot(a, s).rank, pick_slot(b, s).rank);
+    differ += pick_slot(a, s).rank != pick_slot(c, s).rank;
+  }
+  EXPECT_GT(differ, 25);
+}
+
+TEST(RowPlan, BatchedHostFillEqualsPerSlotEvaluation) {
+  // fill_row_slots evaluates batches class by class; device code evaluates
+  // pick_slot + index_of per slot. Both must write the same indices.
+  std::mt19937_64 rng(17);
+  for (int64_t n : {int64_t{10}, int64_t{300}, int64_t{5000}, 2 * kChunk + 3}) {
+    std::vector<int64_t> labels(static_cast<size_t>(n));
+    for (auto& v : labels) v = static_cast<int64_t>(rng() % 4) - 1;
+    const int64_t chunks = num_chunks(n);
+    std::vector<uint16_t> work(static_cast<size_t>(n));
+    std::vector<int64_t> pos(static_cast<size_t>(chunks + 1), 0), neg(pos);
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t start = c * kChunk;
+      compact_chunk(labels.data() + start, 1, std::min(kChunk, n - start), 0, work.data() + start,
+                    &pos[c + 1], &neg[c + 1]);
+    }
+    for (int64_t c = 1; c <= chunks; ++c) {
+      pos[c] += pos[c - 1];
+      neg[c] += neg[c - 1];
+    }
+    const CompactRow row{work.data(), pos.data(), neg.data(), n, chunks};
+    for (int64_t k : {int64_t{1}, n / 10 + 1, n, n + 7}) {
+      for (bool fill : {false, true}) {
+        SampleParams p;
+        p.num_samples = k;
+        p.positive_fraction = 0.3;
+        p.fill_positives = fill;
+        p.seed = rng();
+        const RowPlan plan = make_row_plan(p, 5, row.num_positive(), row.num_negative());
+        std::vector<int64_t> indices(static_cast<size_t>(k));
+        std::unique_ptr<bool[]> valid(new bool[static_cast<size_t>(k)]);
+        // Two ranges, to cover a split of one row's slots over workers.
+        fill_row_slots(plan, row, 0, k / 3, indices.data(), valid.get());
+        fill_row_slots(plan, row, k / 3, k, indices.data(), valid.get());
+        for (int64_t s = 0; s < k; ++s) {
+          if (s < plan.quota.valid()) {
+            const Pick pick = pick_slot(plan, s);
+            ASSERT_TRUE(valid[static_cast<size_t>(s)]);
+            ASSERT_EQ(indices[static_cast<size_t>(s)], row.index_of(pick.rank, pick.positive));
+          } else {
+            ASSERT_FALSE(valid[static_cast<size_t>(s)]);
+            ASSERT_EQ(indices[static_cast<size_t>(s)], -1);
+          }
+        }
+      }
+    }
+  }
+}
