@@ -226,3 +226,9 @@ TORCH_LIBRARY_IMPL(syncfree, Meta, m) {
 TORCH_LIBRARY_IMPL(syncfree, CompositeImplicitAutograd, m) {
   m.impl("balanced_sample_gather", TORCH_FN(syncfree::ops::balanced_sample_gather_composite));
 }
+
+// balanced_sample has no differentiable output: autograd passes straight
+// through to the backend kernel (torch 1.13 has no such fallback for Meta).
+TORCH_LIBRARY_IMPL(syncfree, Autograd, m) {
+  m.impl("balanced_sample", torch::CppFunction::makeFallthrough());
+}

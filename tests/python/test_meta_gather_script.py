@@ -1,0 +1,112 @@
+"""Meta shapes, the gather op, autograd, TorchScript and the C++ op surface."""
+import pytest
+import torch
+
+import syncfree
+
+
+def test_meta_shapes_and_dtypes():
+    for shape in [(7,), (3, 7), (2, 3, 7)]:
+        labels = torch.empty(shape, dtype=torch.int64, device="meta")
+        idx, valid = syncfree.balanced_sample(labels, 5)
+        assert idx.device.type == "meta" and valid.device.type == "meta"
+        assert idx.shape == shape[:-1] + (5,) and valid.shape == shape[:-1] + (5,)
+        assert idx.dtype == torch.int64 and valid.dtype == torch.bool
+        feats = torch.empty(shape + (4, 2), device="meta")
+        f, l, v = syncfree.balanced_sample_gather(feats, labels, 5)
+        assert f.shape == shape[:-1] + (5, 4, 2) and f.dtype == feats.dtype
+        assert l.shape == shape[:-1] + (5,) and l.dtype == torch.int64
+        assert v.shape == shape[:-1] + (5,) and v.dtype == torch.bool
+
+
+def manual_gather(features, labels, idx, valid):
+    lead = labels.shape[:-1]
+    B, N, K = labels[..., 0].numel() if labels.dim() > 1 else 1, labels.shape[-1], idx.shape[-1]
+    F = features.shape[labels.dim():]
+    feats = features.reshape((B, N) + F)
+    labs = labels.reshape(B, N)
+    idx2, val2 = idx.reshape(B, K), valid.reshape(B, K)
+    out_f = torch.zeros((B, K) + F, dtype=features.dtype)
+    out_l = torch.full((B, K), -1, dtype=torch.int64)
+    for b in range(B):
+        for s in range(K):
+            if val2[b, s]:
+                out_f[b, s] = feats[b, idx2[b, s]]
+                out_l[b, s] = int(labs[b, idx2[b, s]])
+    return out_f.reshape(lead + (K,) + F), out_l.reshape(lead + (K,))
+
+
+@pytest.mark.parametrize("lead, F", [((), (16,)), ((3,), (4,)), ((2, 2), ()), ((2,), (2, 3))])
+def test_gather_equals_manual_gather(lead, F):
+    gen = torch.Generator().manual_seed(0)
+    labels = torch.randint(-1, 2, lead + (30,), generator=gen)
+    features = torch.randn(lead + (30,) + F, generator=gen)
+    K = 40  # more than the candidates: invalid slots must be zero / -1
+    f, l, v = syncfree.balanced_sample_gather(features, labels, K, seed=3)
+    idx, valid = syncfree.balanced_sample(labels, K, seed=3)
+    assert torch.equal(v, valid)
+    ref_f, ref_l = manual_gather(features, labels, idx, valid)
+    assert torch.equal(f, ref_f)
+    assert torch.equal(l, ref_l)
+    assert bool((~valid).any())
+    assert bool((l[~valid] == -1).all()) and bool((f[~valid] == 0).all())
+
+
+def test_gather_bool_labels_and_empty_rows():
+    labels = torch.tensor([[True, False, True], [False, False, False]])
+    feats = torch.arange(6.0).reshape(2, 3, 1)
+    f, l, v = syncfree.balanced_sample_gather(feats, labels, 4, seed=1)
+    assert l.dtype == torch.int64 and set(l[v].tolist()) <= {0, 1}
+    f, l, v = syncfree.balanced_sample_gather(torch.zeros(2, 0, 5), torch.zeros(2, 0, dtype=torch.int64), 3)
+    assert f.shape == (2, 3, 5) and bool((l == -1).all()) and not bool(v.any())
+
+
+def test_gather_passes_gradients_to_features():
+    labels = torch.tensor([[1, 0, 0, -1, 1, 0]])
+    features = torch.randn(1, 6, 3, requires_grad=True)
+    f, l, v = syncfree.balanced_sample_gather(features, labels, 8, seed=2)
+    weights = torch.randn(f.shape)
+    (f * weights).sum().backward()
+    idx, valid = syncfree.balanced_sample(labels, 8, seed=2)
+    expected = torch.zeros(1, 6, 3)
+    for s in range(8):
+        if valid[0, s]:
+            expected[0, idx[0, s]] += weights[0, s]
+    assert torch.allclose(features.grad, expected)
+    assert bool((features.grad[0, 3] == 0).all())  # the ignored element
+
+
+def test_torchscript_function_calls_the_ops():
+    @torch.jit.script
+    def sample(labels: torch.Tensor, features: torch.Tensor):
+        idx, valid = torch.ops.syncfree.balanced_sample(labels, 6, 0.5, seed=11)
+        f, l, v = torch.ops.syncfree.balanced_sample_gather(features, labels, 6, seed=11)
+        return idx, valid, f
+
+    labels = torch.randint(0, 2, (2, 20))
+    features = torch.randn(2, 20, 3)
+    idx, valid, f = sample(labels, features)
+    ref_idx, ref_valid = syncfree.balanced_sample(labels, 6, seed=11)
+    assert torch.equal(idx, ref_idx) and torch.equal(valid, ref_valid)
+    assert f.shape == (2, 6, 3)
+
+
+def test_schema_is_the_documented_one():
+    schema = str(torch.ops.syncfree.balanced_sample.default._schema)
+    assert schema == (
+        "syncfree::balanced_sample(Tensor labels, int num_samples, float positive_fraction=0.5, *, "
+        "int negative_label=0, bool fill_positives=True, int? seed=None, Generator? generator=None) "
+        "-> (Tensor indices, Tensor valid)"
+    )
+
+
+def test_version_mismatch_is_loud(monkeypatch):
+    import importlib
+
+    import syncfree._build_info as info
+
+    monkeypatch.setattr(info, "TORCH_VERSION", "0.0.1-not-this-torch")
+    with pytest.raises(ImportError, match=r"compiled against torch 0\.0\.1-not-this-torch, but torch .* is installed"):
+        importlib.reload(syncfree)
+    monkeypatch.undo()
+    importlib.reload(syncfree)
