@@ -1,12 +1,20 @@
 // Timing table of syncfree::balanced_sample_gather on the CPU.
 //
-//   syncfree_bench [--min-time SECONDS] [--max-n N]
+//   syncfree_bench [--min-time SECONDS] [--max-n N] [--glibc-malloc-defaults]
+//
+// By default the benchmark asks glibc's malloc to keep freed memory in the
+// process (mallopt: no mmap for large blocks, no trimming), as long-running
+// training processes effectively do, so that the timings measure the
+// operators rather than the kernel's page-fault path (which costs about 11 us
+// per 4 KiB page on the virtual machines used for docs/benchmarks.md).
+// --glibc-malloc-defaults measures with glibc's defaults instead.
 //
 // For N in {1e3, 1e4, 1e5, 1e6} and batch B in {1, 32}: labels in {0, 1}
 // (int64, half positive), K = N / 10, features [B, N, 16] float32. Each
 // configuration is warmed up, then timed until --min-time has passed (at
 // least 5 calls); the table reports the median and the spread (min..max).
 #include <ATen/Parallel.h>
+#include <malloc.h>
 #include <syncfree/syncfree.h>
 
 #include <algorithm>
@@ -28,18 +36,27 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 int main(int argc, char** argv) {
   double min_time = 0.5;
   int64_t max_n = 1000000;
+  bool malloc_defaults = false;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--min-time") && i + 1 < argc) {
       min_time = std::atof(argv[++i]);
     } else if (!std::strcmp(argv[i], "--max-n") && i + 1 < argc) {
       max_n = std::atoll(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--glibc-malloc-defaults")) {
+      malloc_defaults = true;
     } else {
-      std::fprintf(stderr, "usage: %s [--min-time SECONDS] [--max-n N]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--min-time SECONDS] [--max-n N] [--glibc-malloc-defaults]\n",
+                   argv[0]);
       return 2;
     }
   }
+  if (!malloc_defaults) {
+    mallopt(M_MMAP_THRESHOLD, 1 << 30);
+    mallopt(M_TRIM_THRESHOLD, -1);
+  }
   std::printf("syncfree %s | balanced_sample_gather on CPU | %d threads | K = N/10, F = 16\n",
               "0.1.0", at::get_num_threads());
+  std::printf("malloc: %s\n", malloc_defaults ? "glibc defaults" : "freed memory kept in the process");
   std::printf("%9s %4s %7s %7s %11s %23s %12s\n", "N", "B", "K", "calls", "median ms",
               "spread ms (min..max)", "Mlabels/s");
   for (int64_t b : {1, 32}) {
