@@ -34,7 +34,7 @@ namespace syncfree {
 namespace core {
 
 constexpr int64_t kSmallDomain = 128;
-constexpr int kFeistelRounds = 12;  // half-rounds; must be even
+constexpr int kFeistelRounds = 8;  // half-rounds; must be even
 
 // Feistel round function: a 32x32 -> 64-bit product folded to 32 bits.
 SYNCFREE_HD uint32_t feistel_round(uint32_t value, uint32_t round_key) {

@@ -9,6 +9,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 
+#include <cstring>
 #include <mutex>
 
 #include "core/compact.h"
@@ -22,6 +23,7 @@ namespace ops {
 namespace {
 
 constexpr int64_t kSlotBlock = 4096;
+constexpr int64_t kPrefetchDistance = 16;
 
 // Element offset of row r's first label, for any strides of the leading dims.
 int64_t row_offset(const at::Tensor& labels, int64_t r) {
@@ -130,6 +132,66 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
     }
   });
   return {indices, valid};
+}
+
+// Fused gather: one pass over the slots copies each valid slot's feature row
+// and label (any feature dtype: rows are copied as bytes).
+std::tuple<at::Tensor, at::Tensor> gather_sampled_cpu(const at::Tensor& features,
+                                                      const at::Tensor& labels,
+                                                      const at::Tensor& indices,
+                                                      const at::Tensor& valid) {
+  const int64_t L = labels.dim();
+  const int64_t rows = num_rows(labels);
+  const int64_t n = labels.size(-1);
+  const int64_t k = indices.size(-1);
+  const auto feature_shape = features.sizes().slice(static_cast<size_t>(L));
+  int64_t width = 1;
+  for (const int64_t s : feature_shape) width *= s;
+  std::vector<int64_t> out_shape = output_sizes(labels, k);
+  out_shape.insert(out_shape.end(), feature_shape.begin(), feature_shape.end());
+  at::Tensor out_features = at::empty(out_shape, features.options());
+  at::Tensor out_labels = at::empty(output_sizes(labels, k), labels.options().dtype(at::kLong));
+  if (rows * k == 0) return {out_features, out_labels};
+
+  const at::Tensor src = features.reshape({rows, n, width}).contiguous();
+  const at::Tensor idx = indices.contiguous();
+  const at::Tensor ok = valid.contiguous();
+  const int64_t row_bytes = width * static_cast<int64_t>(features.element_size());
+  const char* src_ptr = static_cast<const char*>(src.data_ptr());
+  char* dst_ptr = static_cast<char*>(out_features.data_ptr());
+  const int64_t* idx_ptr = idx.data_ptr<int64_t>();
+  const bool* ok_ptr = ok.data_ptr<bool>();
+  int64_t* lab_ptr = out_labels.data_ptr<int64_t>();
+  const int64_t stride = labels.stride(-1);
+
+  AT_DISPATCH_INTEGRAL_TYPES_AND(at::kBool, labels.scalar_type(), "gather_sampled_cpu", [&] {
+    const scalar_t* label_data = labels.data_ptr<scalar_t>();
+    at::parallel_for(0, rows * k, 2048, [&](int64_t begin, int64_t end) {
+      int64_t r = begin / k;
+      const scalar_t* row_labels = label_data + row_offset(labels, r);
+      for (int64_t u = begin; u < end; ++u) {
+        if (u / k != r) {
+          r = u / k;
+          row_labels = label_data + row_offset(labels, r);
+        }
+        char* dst = dst_ptr + u * row_bytes;
+        if (u + kPrefetchDistance < end && ok_ptr[u + kPrefetchDistance]) {
+          // Rows are read at random: ask for them ahead of time.
+          const int64_t ahead = u + kPrefetchDistance;
+          __builtin_prefetch(src_ptr + ((ahead / k) * n + idx_ptr[ahead]) * row_bytes);
+        }
+        if (ok_ptr[u]) {
+          const int64_t i = idx_ptr[u];
+          std::memcpy(dst, src_ptr + (r * n + i) * row_bytes, static_cast<size_t>(row_bytes));
+          lab_ptr[u] = static_cast<int64_t>(row_labels[i * stride]);
+        } else {
+          std::memset(dst, 0, static_cast<size_t>(row_bytes));
+          lab_ptr[u] = -1;
+        }
+      }
+    });
+  });
+  return {out_features, out_labels};
 }
 
 }  // namespace ops

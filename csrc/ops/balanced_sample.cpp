@@ -1,9 +1,10 @@
 // Operator schemas (written once), argument checks, the Meta kernel, the
-// composite gather operator and the C++ API.
+// gather operator (autograd and backend-generic parts) and the C++ API.
 #include "ops/balanced_sample.h"
 
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <c10/util/irange.h>
+#include <torch/autograd.h>
 #include <torch/library.h>
 
 #include <cmath>
@@ -79,6 +80,40 @@ core::SampleParams check_sample_args(const at::Tensor& labels, int64_t num_sampl
   return p;
 }
 
+std::tuple<at::Tensor, at::Tensor> gather_sampled_generic(const at::Tensor& features,
+                                                          const at::Tensor& labels,
+                                                          const at::Tensor& indices,
+                                                          const at::Tensor& valid) {
+  const int64_t L = labels.dim();
+  const int64_t rows = num_rows(labels);
+  const int64_t n = labels.size(L - 1);
+  const int64_t k = indices.size(-1);
+  const auto feature_shape = features.sizes().slice(static_cast<size_t>(L));
+  int64_t width = 1;
+  for (const int64_t s : feature_shape) width *= s;
+  std::vector<int64_t> out_shape = output_sizes(labels, k);
+  out_shape.insert(out_shape.end(), feature_shape.begin(), feature_shape.end());
+  if (n == 0) {  // nothing to gather from: every slot is invalid
+    return {at::zeros(out_shape, features.options()),
+            at::full(output_sizes(labels, k), -1, labels.options().dtype(at::kLong))};
+  }
+  // Invalid slots read row element 0, then are masked.
+  const at::Tensor row_base = at::arange(rows, indices.options()).mul_(n).unsqueeze(1);
+  const at::Tensor flat = (indices.reshape({rows, k}).clamp_min(0) + row_base).reshape({-1});
+  const at::Tensor invalid = valid.logical_not();
+  std::vector<int64_t> mask_shape = output_sizes(labels, k);
+  mask_shape.insert(mask_shape.end(), feature_shape.size(), 1);
+  return {features.reshape({rows * n, width})
+              .index_select(0, flat)
+              .reshape(out_shape)
+              .masked_fill_(invalid.reshape(mask_shape), 0),
+          labels.reshape({rows * n})
+              .index_select(0, flat)
+              .to(at::kLong)
+              .reshape(output_sizes(labels, k))
+              .masked_fill_(invalid, -1)};
+}
+
 namespace {
 
 std::tuple<at::Tensor, at::Tensor> balanced_sample_meta(const at::Tensor& labels,
@@ -116,13 +151,20 @@ std::tuple<at::Tensor, at::Tensor> call_balanced_sample(const at::Tensor& labels
                  std::move(seed), std::move(generator));
 }
 
-// Composite of balanced_sample and differentiable ATen ops: every backend
-// that implements balanced_sample gets the gather, and autograd reaches the
-// features through index_select and masked_fill.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> balanced_sample_gather_composite(
-    const at::Tensor& features, const at::Tensor& labels, int64_t num_samples,
-    double positive_fraction, int64_t negative_label, bool fill_positives,
-    c10::optional<int64_t> seed, c10::optional<at::Generator> generator) {
+using GatherSampledFn = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
+                                                           const at::Tensor&, const at::Tensor&);
+
+std::tuple<at::Tensor, at::Tensor> call_gather_sampled(const at::Tensor& features,
+                                                       const at::Tensor& labels,
+                                                       const at::Tensor& indices,
+                                                       const at::Tensor& valid) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("syncfree::_gather_sampled", "")
+                       .typed<GatherSampledFn>();
+  return op.call(features, labels, indices, valid);
+}
+
+void check_gather_args(const at::Tensor& features, const at::Tensor& labels) {
   TORCH_CHECK(features.defined(),
               "syncfree.balanced_sample_gather: features must be a defined tensor");
   TORCH_CHECK(labels.defined() && labels.dim() >= 1,
@@ -139,45 +181,96 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> balanced_sample_gather_composite(
               "syncfree.balanced_sample_gather: features and labels must be on the same device, "
               "got features on ",
               features.device(), " and labels on ", labels.device());
+}
 
-  at::Tensor indices, valid;
-  std::tie(indices, valid) = call_balanced_sample(labels, num_samples, positive_fraction,
-                                                  negative_label, fill_positives, seed,
-                                                  std::move(generator));
-  const int64_t rows = num_rows(labels);
-  const int64_t n = labels.size(L - 1);
-  const auto feature_shape = features.sizes().slice(static_cast<size_t>(L));
-  int64_t width = 1;
-  for (const int64_t s : feature_shape) width *= s;
+// balanced_sample, then _gather_sampled; also returns the indices (for backward).
+struct GatherResult {
+  at::Tensor features, labels, valid, indices;
+};
 
-  // Invalid slots read row element 0 (if the row has any) and are then masked.
-  const at::Tensor safe = indices.clamp_min(0).reshape({rows, num_samples});
-  std::vector<int64_t> out_shape = output_sizes(labels, num_samples);
-  out_shape.insert(out_shape.end(), feature_shape.begin(), feature_shape.end());
-  std::vector<int64_t> mask_shape = output_sizes(labels, num_samples);
-  mask_shape.insert(mask_shape.end(), feature_shape.size(), 1);
+GatherResult sample_then_gather(const at::Tensor& features, const at::Tensor& labels,
+                                int64_t num_samples, double positive_fraction,
+                                int64_t negative_label, bool fill_positives,
+                                c10::optional<int64_t> seed,
+                                c10::optional<at::Generator> generator) {
+  check_gather_args(features, labels);
+  GatherResult r;
+  std::tie(r.indices, r.valid) =
+      call_balanced_sample(labels, num_samples, positive_fraction, negative_label,
+                           fill_positives, std::move(seed), std::move(generator));
+  std::tie(r.features, r.labels) = call_gather_sampled(features, labels, r.indices, r.valid);
+  return r;
+}
 
-  at::Tensor sampled_features, sampled_labels;
-  if (n == 0) {
-    // Nothing to gather from: every slot is invalid.
-    sampled_features = at::zeros(out_shape, features.options());
-    if (features.requires_grad()) sampled_features = sampled_features + features.sum() * 0;
-    sampled_labels = at::full(output_sizes(labels, num_samples), -1,
-                              labels.options().dtype(at::kLong));
-  } else {
-    const at::Tensor row_base = at::arange(rows, indices.options()).mul_(n).unsqueeze(1);
-    const at::Tensor flat_index = (safe + row_base).reshape({-1});
-    sampled_features = features.reshape({rows * n, width})
-                           .index_select(0, flat_index)
-                           .reshape(out_shape)
-                           .masked_fill(valid.reshape(mask_shape).logical_not(), 0);
-    sampled_labels = labels.reshape({rows * n})
-                         .index_select(0, flat_index)
-                         .to(at::kLong)
-                         .reshape(output_sizes(labels, num_samples))
-                         .masked_fill(valid.logical_not(), -1);
+// Below autograd (any backend, Meta included).
+std::tuple<at::Tensor, at::Tensor, at::Tensor> balanced_sample_gather_forward(
+    const at::Tensor& features, const at::Tensor& labels, int64_t num_samples,
+    double positive_fraction, int64_t negative_label, bool fill_positives,
+    c10::optional<int64_t> seed, c10::optional<at::Generator> generator) {
+  GatherResult r = sample_then_gather(features, labels, num_samples, positive_fraction,
+                                      negative_label, fill_positives, std::move(seed),
+                                      std::move(generator));
+  return {r.features, r.labels, r.valid};
+}
+
+// Autograd: d sampled_features / d features scatters each valid slot's
+// gradient back to its row (index_add), so it works on every backend.
+class GatherFunction : public torch::autograd::Function<GatherFunction> {
+ public:
+  static torch::autograd::variable_list forward(
+      torch::autograd::AutogradContext* ctx, const at::Tensor& features, const at::Tensor& labels,
+      int64_t num_samples, double positive_fraction, int64_t negative_label, bool fill_positives,
+      c10::optional<int64_t> seed, c10::optional<at::Generator> generator) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    GatherResult r = sample_then_gather(features, labels, num_samples, positive_fraction,
+                                        negative_label, fill_positives, std::move(seed),
+                                        std::move(generator));
+    ctx->save_for_backward({r.indices, r.valid});
+    ctx->saved_data["features_sizes"] = features.sizes();
+    ctx->saved_data["rows"] = num_rows(labels);
+    ctx->saved_data["n"] = labels.size(-1);
+    ctx->mark_non_differentiable({r.labels, r.valid});
+    return {r.features, r.labels, r.valid};
   }
-  return {sampled_features, sampled_labels, valid};
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const at::Tensor& indices = saved[0];
+    const at::Tensor& valid = saved[1];
+    const std::vector<int64_t> sizes = ctx->saved_data["features_sizes"].toIntVector();
+    const int64_t rows = ctx->saved_data["rows"].toInt();
+    const int64_t n = ctx->saved_data["n"].toInt();
+    const at::Tensor& grad = grads[0];
+    at::Tensor grad_features;
+    if (grad.defined()) {
+      const int64_t k = indices.size(-1);
+      int64_t width = 1;
+      for (size_t d = static_cast<size_t>(indices.dim()); d < sizes.size(); ++d)
+        width *= sizes[d];
+      grad_features = at::zeros(sizes, grad.options());
+      if (n > 0 && rows * k > 0) {
+        const at::Tensor row_base =
+            at::arange(rows, indices.options()).mul_(n).unsqueeze(1);
+        const at::Tensor flat = (indices.reshape({rows, k}).clamp_min(0) + row_base).reshape(-1);
+        const at::Tensor g = grad.reshape({rows * k, width})
+                                 .masked_fill(valid.reshape({rows * k, 1}).logical_not(), 0);
+        grad_features = grad_features.reshape({rows * n, width}).index_add(0, flat, g).reshape(sizes);
+      }
+    }
+    return {grad_features, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
+            at::Tensor(),  at::Tensor(), at::Tensor()};
+  }
+};
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> balanced_sample_gather_autograd(
+    const at::Tensor& features, const at::Tensor& labels, int64_t num_samples,
+    double positive_fraction, int64_t negative_label, bool fill_positives,
+    c10::optional<int64_t> seed, c10::optional<at::Generator> generator) {
+  auto out = GatherFunction::apply(features, labels, num_samples, positive_fraction,
+                                   negative_label, fill_positives, std::move(seed),
+                                   std::move(generator));
+  return {out[0], out[1], out[2]};
 }
 
 }  // namespace
@@ -213,18 +306,29 @@ TORCH_LIBRARY(syncfree, m) {
       "int? seed=None, Generator? generator=None) "
       "-> (Tensor sampled_features, Tensor sampled_labels, Tensor valid)",
       {at::Tag::nondeterministic_seeded});
+  // Internal: the gather step of balanced_sample_gather (no autograd of its own).
+  m.def(
+      "_gather_sampled(Tensor features, Tensor labels, Tensor indices, Tensor valid) "
+      "-> (Tensor sampled_features, Tensor sampled_labels)");
 }
 
 TORCH_LIBRARY_IMPL(syncfree, CPU, m) {
   m.impl("balanced_sample", TORCH_FN(syncfree::ops::balanced_sample_cpu));
+  m.impl("_gather_sampled", TORCH_FN(syncfree::ops::gather_sampled_cpu));
 }
 
 TORCH_LIBRARY_IMPL(syncfree, Meta, m) {
   m.impl("balanced_sample", TORCH_FN(syncfree::ops::balanced_sample_meta));
 }
 
-TORCH_LIBRARY_IMPL(syncfree, CompositeImplicitAutograd, m) {
-  m.impl("balanced_sample_gather", TORCH_FN(syncfree::ops::balanced_sample_gather_composite));
+// Any backend without a kernel of its own (Meta included) gathers with ATen ops.
+TORCH_LIBRARY_IMPL(syncfree, CompositeExplicitAutograd, m) {
+  m.impl("balanced_sample_gather", TORCH_FN(syncfree::ops::balanced_sample_gather_forward));
+  m.impl("_gather_sampled", TORCH_FN(syncfree::ops::gather_sampled_generic));
+}
+
+TORCH_LIBRARY_IMPL(syncfree, Autograd, m) {
+  m.impl("balanced_sample_gather", TORCH_FN(syncfree::ops::balanced_sample_gather_autograd));
 }
 
 // balanced_sample has no differentiable output: autograd passes straight

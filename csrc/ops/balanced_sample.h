@@ -33,5 +33,17 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
                                                        c10::optional<int64_t> seed,
                                                        c10::optional<at::Generator> generator);
 
+// The gather step: sampled features [..., K, *F] and int64 labels [..., K]
+// for (indices, valid) from balanced_sample; zero features and label -1 in
+// invalid slots. A generic version built from ATen ops, and a fused CPU one.
+std::tuple<at::Tensor, at::Tensor> gather_sampled_generic(const at::Tensor& features,
+                                                          const at::Tensor& labels,
+                                                          const at::Tensor& indices,
+                                                          const at::Tensor& valid);
+std::tuple<at::Tensor, at::Tensor> gather_sampled_cpu(const at::Tensor& features,
+                                                      const at::Tensor& labels,
+                                                      const at::Tensor& indices,
+                                                      const at::Tensor& valid);
+
 }  // namespace ops
 }  // namespace syncfree

@@ -77,3 +77,28 @@ TEST(Api, BadArgumentsNameTheArgument) {
   }
   EXPECT_THROW(syncfree::balanced_sample(labels.to(at::kFloat), 2), c10::Error);
 }
+
+// The fused CPU gather and the generic ATen gather (used by backends without
+// a kernel of their own) return the same tensors.
+#include "ops/balanced_sample.h"
+
+TEST(Api, FusedCpuGatherEqualsGenericGather) {
+  at::manual_seed(4);
+  for (const auto& dtype : {at::kFloat, at::kDouble, at::kHalf, at::kInt}) {
+    const at::Tensor labels = at::randint(-1, 3, {3, 2, 40}, at::kLong).to(at::kChar);
+    const at::Tensor features = at::randn({3, 2, 40, 2, 3}).mul(10).to(dtype);
+    at::Tensor indices, valid;
+    std::tie(indices, valid) = syncfree::balanced_sample(labels, 50, syncfree::SampleOptions().seed(5));
+    auto fused = syncfree::ops::gather_sampled_cpu(features, labels, indices, valid);
+    auto generic = syncfree::ops::gather_sampled_generic(features, labels, indices, valid);
+    EXPECT_TRUE(std::get<0>(fused).equal(std::get<0>(generic)));
+    EXPECT_TRUE(std::get<1>(fused).equal(std::get<1>(generic)));
+    // Non-contiguous features and labels.
+    const at::Tensor f2 = features.transpose(3, 4);
+    const at::Tensor l2 = labels.transpose(0, 1).contiguous().transpose(0, 1);
+    auto fused2 = syncfree::ops::gather_sampled_cpu(f2, l2, indices, valid);
+    auto generic2 = syncfree::ops::gather_sampled_generic(f2, l2, indices, valid);
+    EXPECT_TRUE(std::get<0>(fused2).equal(std::get<0>(generic2)));
+    EXPECT_TRUE(std::get<1>(fused2).equal(std::get<1>(generic2)));
+  }
+}
