@@ -12,7 +12,8 @@
 // N = 1e3..1e6, batches of 32 with N = 1e3..1e5; --device cuda adds N = 1e7 and
 // B = 32 x N = 1e6, and CUDA-graph-captured variants of the static samplers.
 //
-// Every implementation is warmed up, then timed call by call (device events on
+// All implementations run with the same number of CPU threads (--threads;
+// default: every CPU). Every implementation is warmed up, then timed call by call (device events on
 // CUDA) until --min-time has passed or --max-iters calls were made; the table
 // gives the median, the 10th..90th percentile spread, the speedup over the
 // naive sampler measured in the same run, the host syncs per call (counted on
@@ -41,6 +42,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "baselines.h"
@@ -326,7 +328,9 @@ int main(int argc, char** argv) {
     mallopt(M_MMAP_THRESHOLD, 1 << 30);
     mallopt(M_TRIM_THRESHOLD, -1);
   }
-  if (o.threads > 0) at::set_num_threads(o.threads);
+  // All implementations share one thread count: every CPU by default.
+  at::set_num_threads(o.threads > 0 ? o.threads
+                                    : static_cast<int>(std::thread::hardware_concurrency()));
   const at::Device device(cuda ? at::kCUDA : at::kCPU);
 
   std::printf("syncfree benchmark | device %s | %d CPU threads | K = N/10, F = %lld, "

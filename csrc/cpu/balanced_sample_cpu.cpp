@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 
 #include "core/compact.h"
 #include "core/host_sampler.h"
@@ -23,7 +24,6 @@ namespace ops {
 namespace {
 
 constexpr int64_t kSlotBlock = 4096;
-constexpr int64_t kPrefetchDistance = 16;
 
 // Element offset of row r's first label, for any strides of the leading dims.
 int64_t row_offset(const at::Tensor& labels, int64_t r) {
@@ -55,6 +55,27 @@ void draw_seed(const c10::optional<int64_t>& seed, const c10::optional<at::Gener
       generator, at::detail::getDefaultCPUGenerator());
   std::lock_guard<std::mutex> lock(gen->mutex_);
   p->seed = gen->random64();
+}
+
+// Calls body(copy) with a row-copy function for rows of row_bytes bytes:
+// fixed-size (inlined) for the common widths, memcpy otherwise.
+template <typename Body>
+void copy_rows(int64_t row_bytes, const Body& body) {
+  auto fixed = [&](auto width) {
+    body([](char* dst, const char* src) { std::memcpy(dst, src, decltype(width)::value); });
+  };
+  switch (row_bytes) {
+    case 4: return fixed(std::integral_constant<size_t, 4>());
+    case 8: return fixed(std::integral_constant<size_t, 8>());
+    case 16: return fixed(std::integral_constant<size_t, 16>());
+    case 32: return fixed(std::integral_constant<size_t, 32>());
+    case 64: return fixed(std::integral_constant<size_t, 64>());
+    case 128: return fixed(std::integral_constant<size_t, 128>());
+    default:
+      body([row_bytes](char* dst, const char* src) {
+        std::memcpy(dst, src, static_cast<size_t>(row_bytes));
+      });
+  }
 }
 
 }  // namespace
@@ -164,30 +185,29 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_cpu(const at::Tensor& features
   int64_t* lab_ptr = out_labels.data_ptr<int64_t>();
   const int64_t stride = labels.stride(-1);
 
+  const int64_t blocks = (k + kSlotBlock - 1) / kSlotBlock;
   AT_DISPATCH_INTEGRAL_TYPES_AND(at::kBool, labels.scalar_type(), "gather_sampled_cpu", [&] {
     const scalar_t* label_data = labels.data_ptr<scalar_t>();
-    at::parallel_for(0, rows * k, 2048, [&](int64_t begin, int64_t end) {
-      int64_t r = begin / k;
-      const scalar_t* row_labels = label_data + row_offset(labels, r);
-      for (int64_t u = begin; u < end; ++u) {
-        if (u / k != r) {
-          r = u / k;
-          row_labels = label_data + row_offset(labels, r);
-        }
-        char* dst = dst_ptr + u * row_bytes;
-        if (u + kPrefetchDistance < end && ok_ptr[u + kPrefetchDistance]) {
-          // Rows are read at random: ask for them ahead of time.
-          const int64_t ahead = u + kPrefetchDistance;
-          __builtin_prefetch(src_ptr + ((ahead / k) * n + idx_ptr[ahead]) * row_bytes);
-        }
-        if (ok_ptr[u]) {
-          const int64_t i = idx_ptr[u];
-          std::memcpy(dst, src_ptr + (r * n + i) * row_bytes, static_cast<size_t>(row_bytes));
-          lab_ptr[u] = static_cast<int64_t>(row_labels[i * stride]);
-        } else {
-          std::memset(dst, 0, static_cast<size_t>(row_bytes));
-          lab_ptr[u] = -1;
-        }
+    at::parallel_for(0, rows * blocks, 1, [&](int64_t begin, int64_t end) {
+      for (int64_t w = begin; w < end; ++w) {
+        const int64_t r = w / blocks;
+        const int64_t first = r * k + (w % blocks) * kSlotBlock;
+        const int64_t last = r * k + std::min(k, (w % blocks + 1) * kSlotBlock);
+        const scalar_t* row_labels = label_data + row_offset(labels, r);
+        const char* row_features = src_ptr + r * n * row_bytes;
+        copy_rows(row_bytes, [&](auto copy) {
+          for (int64_t u = first; u < last; ++u) {
+            char* dst = dst_ptr + u * row_bytes;
+            if (ok_ptr[u]) {
+              const int64_t i = idx_ptr[u];
+              copy(dst, row_features + i * row_bytes);
+              lab_ptr[u] = static_cast<int64_t>(row_labels[i * stride]);
+            } else {
+              std::memset(dst, 0, static_cast<size_t>(row_bytes));
+              lab_ptr[u] = -1;
+            }
+          }
+        });
       }
     });
   });
