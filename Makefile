@@ -1,14 +1,19 @@
 # Quick start (Debian 12, as root or with sudo):
-#   make bench   # build, then print the CPU timing table (the main job)
+#   make bench   # build, then compare syncfree with the naive and topk samplers on the CPU
 #   make test    # build, then run every test (C++, Python, consumer, pip install)
 # Each target installs missing Debian packages first (scripts/setup-debian.sh).
+# More: make bench-python (adds torch.compile where torch has it), make plots,
+# make trace. BENCH_ARGS passes flags to the benchmark (see bench/syncfree_bench.cpp).
 
 PYTHON ?= /usr/bin/python3
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all setup configure build test test-cpp test-python test-pip bench clean
+BENCH_ARGS ?=
+
+.PHONY: all setup configure build test test-cpp test-python test-pip bench bench-python plots \
+	trace clean
 
 all: build
 
@@ -40,7 +45,20 @@ test-pip:
 	scripts/check-pip-install.sh $(PYTHON) $(BUILD)/pip-venv
 
 bench: build
-	$(BUILD)/syncfree_bench
+	$(BUILD)/syncfree_bench --json $(BUILD)/bench-cpu.json $(BENCH_ARGS)
+
+bench-python: build
+	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) bench/bench.py --json $(BUILD)/bench-python.json $(BENCH_ARGS)
+
+# Charts of the last `make bench` run: $(BUILD)/bench-cpu-single.png, -batch.png.
+plots:
+	@scripts/setup-debian.sh plots
+	@test -f $(BUILD)/bench-cpu.json || $(MAKE) --no-print-directory bench
+	$(PYTHON) bench/plot.py $(BUILD)/bench-cpu.json $(BUILD)/bench-cpu
+
+# Chrome trace of 3 steps of each sampler at N = 1e5 (open in chrome://tracing or Perfetto).
+trace: build
+	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) bench/bench.py --trace $(BUILD)/trace.json $(BENCH_ARGS)
 
 clean:
 	rm -rf $(BUILD)

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs what building and testing syncfree needs on Debian 12 (as root, or
 # through sudo). Does nothing when everything is already there.
+#   scripts/setup-debian.sh          # build and test
+#   scripts/setup-debian.sh plots    # also matplotlib, for bench/plot.py
 set -euo pipefail
 
 packages=(
@@ -10,6 +12,9 @@ packages=(
   python3-venv python3-pip python3-setuptools python3-wheel
   python3-pytest python3-numpy python3-scipy
 )
+if [ "${1:-}" = "plots" ]; then
+  packages+=(python3-matplotlib)
+fi
 
 missing=()
 for p in "${packages[@]}"; do
