@@ -12,8 +12,10 @@ CMAKE_FLAGS ?=
 
 BENCH_ARGS ?=
 
-.PHONY: all setup configure build test test-cpp test-python test-pip bench bench-python plots \
-	trace clean
+NVCC ?= /usr/local/cuda/bin/nvcc
+
+.PHONY: all setup configure build test test-cpp test-python test-pip test-cuda-build bench \
+	bench-python plots trace clean
 
 all: build
 
@@ -31,7 +33,7 @@ build: setup configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: build
-	@$(MAKE) --no-print-directory test-cpp test-python test-pip
+	@$(MAKE) --no-print-directory test-cpp test-cuda-build test-python test-pip
 
 test-cpp:
 	cd $(BUILD) && ctest --output-on-failure
@@ -43,6 +45,18 @@ test-python:
 # against that installed copy.
 test-pip:
 	scripts/check-pip-install.sh $(PYTHON) $(BUILD)/pip-venv
+
+# Compiles the framework-free CUDA kernels and their standalone tests with
+# nvcc (no GPU or CUDA torch needed) and runs them: without a GPU they skip.
+test-cuda-build:
+	@if [ -x "$(NVCC)" ]; then \
+	  cmake -S . -B $(BUILD)-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=$(PYTHON) \
+	    -DSYNCFREE_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER=$(NVCC) >/dev/null && \
+	  cmake --build $(BUILD)-cuda -j $(JOBS) --target syncfree_cuda_tests && \
+	  $(BUILD)-cuda/tests/syncfree_cuda_tests; \
+	else \
+	  echo "test-cuda-build: SKIPPED: no CUDA compiler at $(NVCC) (set NVCC=...)"; \
+	fi
 
 bench: build
 	$(BUILD)/syncfree_bench --json $(BUILD)/bench-cpu.json $(BENCH_ARGS)
@@ -61,4 +75,4 @@ trace: build
 	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) bench/bench.py --trace $(BUILD)/trace.json $(BENCH_ARGS)
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(BUILD)-cuda

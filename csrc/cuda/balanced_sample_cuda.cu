@@ -1,0 +1,117 @@
+// CUDA backend of syncfree::balanced_sample: the torch adapter around the
+// framework-free launcher (sampler.h). Device guard, current stream,
+// workspace from the caching allocator (sized from shapes only), graph-safe
+// Philox state from the CUDA generator under its mutex, launch check.
+#include <ATen/ATen.h>
+#include <ATen/cuda/CUDAContext.h>
+#include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <torch/library.h>
+
+#include <mutex>
+
+#include "cuda/sampler.h"
+#include "ops/balanced_sample.h"
+
+namespace syncfree {
+namespace ops {
+
+namespace {
+
+// Each call advances the CUDA generator's Philox offset by this fixed amount.
+constexpr uint64_t kGeneratorIncrement = 4;
+
+cuda::LabelType label_type(at::ScalarType t) {
+  switch (t) {
+    case at::kBool: return cuda::LabelType::kBool;
+    case at::kByte: return cuda::LabelType::kUInt8;
+    case at::kChar: return cuda::LabelType::kInt8;
+    case at::kShort: return cuda::LabelType::kInt16;
+    case at::kInt: return cuda::LabelType::kInt32;
+    default: return cuda::LabelType::kInt64;  // dtypes were checked before
+  }
+}
+
+cuda::RandomSource random_source(const c10::optional<int64_t>& seed,
+                                 const c10::optional<at::Generator>& generator,
+                                 const at::Device& device) {
+  cuda::RandomSource src;
+  if (seed.has_value()) {
+    src.seed = static_cast<uint64_t>(*seed);
+    return src;
+  }
+  if (generator.has_value() && generator->defined()) {
+    TORCH_CHECK(generator->device().type() == at::kCUDA,
+                "syncfree.balanced_sample: generator must be a CUDA generator for labels on ",
+                device, ", got a generator on ", generator->device());
+  }
+  auto* gen = at::get_generator_or_default<at::CUDAGeneratorImpl>(
+      generator, at::cuda::detail::getDefaultCUDAGenerator(device.index()));
+  at::PhiloxCudaState state;
+  {
+    std::lock_guard<std::mutex> lock(gen->mutex_);
+    state = gen->philox_cuda_state(kGeneratorIncrement);
+  }
+  if (state.captured_) {  // inside graph capture: read on the device at replay
+    src.seed_ptr = reinterpret_cast<const int64_t*>(state.seed_.ptr);
+    src.offset_ptr = state.offset_.ptr;
+    src.offset_extra = state.offset_intragraph_;
+  } else {
+    src.seed = state.seed_.val;
+    src.offset = state.offset_.val;
+  }
+  return src;
+}
+
+std::tuple<at::Tensor, at::Tensor> balanced_sample_cuda(const at::Tensor& labels,
+                                                        int64_t num_samples,
+                                                        double positive_fraction,
+                                                        int64_t negative_label,
+                                                        bool fill_positives,
+                                                        c10::optional<int64_t> seed,
+                                                        c10::optional<at::Generator> generator) {
+  core::SampleParams params = check_sample_args(labels, num_samples, positive_fraction,
+                                                negative_label, fill_positives, seed, generator);
+  const c10::cuda::CUDAGuard guard(labels.device());
+  const cuda::RandomSource random = random_source(seed, generator, labels.device());
+
+  const auto sizes = output_sizes(labels, num_samples);
+  at::Tensor indices = at::empty(sizes, labels.options().dtype(at::kLong));
+  at::Tensor valid = at::empty(sizes, labels.options().dtype(at::kBool));
+  const int64_t rows = num_rows(labels);
+  const int64_t n = labels.size(-1);
+  if (rows == 0 || num_samples == 0) return {indices, valid};
+  TORCH_CHECK(n == 0 || rows * core::num_chunks(n) <= 0x7FFFFFFF,
+              "syncfree.balanced_sample: labels too large for the CUDA backend: ", rows,
+              " rows of ", n, " labels");
+
+  // Strided labels are made contiguous (one copy); the kernels read [rows, n].
+  const at::Tensor flat = labels.reshape({rows, n}).contiguous();
+  at::Tensor workspace = at::empty({static_cast<int64_t>(cuda::workspace_bytes(rows, n))},
+                                   labels.options().dtype(at::kByte));
+  cuda::SampleArgs args;
+  args.labels = flat.data_ptr();
+  args.label_type = label_type(labels.scalar_type());
+  args.rows = rows;
+  args.n = n;
+  args.params = params;
+  args.random = random;
+  args.indices = indices.data_ptr<int64_t>();
+  args.valid = valid.data_ptr<bool>();
+  args.workspace = workspace.data_ptr();
+  const cudaError_t err =
+      cuda::launch_balanced_sample(args, at::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(err == cudaSuccess, "syncfree.balanced_sample: CUDA launch failed: ",
+              cudaGetErrorString(err));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {indices, valid};
+}
+
+}  // namespace
+}  // namespace ops
+}  // namespace syncfree
+
+TORCH_LIBRARY_IMPL(syncfree, CUDA, m) {
+  m.impl("balanced_sample", TORCH_FN(syncfree::ops::balanced_sample_cuda));
+}

@@ -1,0 +1,56 @@
+// Framework-free CUDA launcher of balanced sampling: plain pointers, a plain
+// parameter struct and a stream; no torch header. The torch adapter
+// (balanced_sample_cuda.cu) and the standalone CUDA tests both call it.
+//
+// Same algorithm and same bits as the CPU backend (csrc/core): an
+// order-preserving compaction of every (row, 65536-label chunk) into a uint16
+// workspace, per-row prefix sums of the chunk counts, then one thread per
+// output slot evaluating the row plan. Counts stay on the device; nothing is
+// read back; the workspace size depends on the shapes only.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "core/row_plan.h"
+
+namespace syncfree {
+namespace cuda {
+
+enum class LabelType { kBool, kUInt8, kInt8, kInt16, kInt32, kInt64 };
+
+// Where (seed, offset) come from. With seed_ptr == nullptr they are the
+// values below. Otherwise (inside a CUDA graph capture) the kernels read
+// seed = *seed_ptr and offset = *offset_ptr + offset_extra on the device, so
+// every replay of the graph draws fresh samples.
+struct RandomSource {
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+  const int64_t* seed_ptr = nullptr;
+  const int64_t* offset_ptr = nullptr;
+  uint64_t offset_extra = 0;
+};
+
+struct SampleArgs {
+  const void* labels = nullptr;  // [rows, n], contiguous
+  LabelType label_type = LabelType::kInt64;
+  int64_t rows = 0;
+  int64_t n = 0;
+  core::SampleParams params;  // num_samples, fraction, negative_label, fill (seed/offset unused)
+  RandomSource random;
+  int64_t* indices = nullptr;  // [rows, num_samples]
+  bool* valid = nullptr;       // [rows, num_samples]
+  void* workspace = nullptr;   // workspace_bytes(rows, n) bytes, 16-byte aligned
+};
+
+// Bytes of device workspace for `rows` rows of `n` labels.
+size_t workspace_bytes(int64_t rows, int64_t n);
+
+// Enqueues the sampling kernels on `stream`; returns the launch status.
+// Requires rows * num_samples and rows * n to fit in int64.
+cudaError_t launch_balanced_sample(const SampleArgs& args, cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace syncfree

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# One run on a GPU machine (CUDA toolkit, a CUDA build of torch, cmake, ninja,
+# pytest): builds against the torch there, runs every test (CUDA included),
+# compute-sanitizer on the standalone kernel tests, then the GPU benchmarks.
+# Logs and JSON go to $OUT (or ./device-out); a short table is printed last.
+#
+#   scripts/device-check.sh            # everything, a few minutes on an H200
+#   QUICK=1 scripts/device-check.sh    # shorter benchmark runs
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT="${OUT:-$PWD/device-out}"
+mkdir -p "$OUT"
+PY="${PYTHON:-python3}"
+BUILD="${BUILD:-build-gpu}"
+MIN_TIME=0.3
+[ -n "${QUICK:-}" ] && MIN_TIME=0.1
+export PYTHONUNBUFFERED=1
+
+declare -a names statuses
+step() {  # step NAME LOGFILE COMMAND...: runs, logs, records pass/fail
+  local name="$1" log="$OUT/$2"
+  shift 2
+  local t0=$SECONDS
+  echo "=== $name" | tee -a "$OUT/summary.log"
+  "$@" >"$log" 2>&1
+  local rc=$?
+  tail -n 25 "$log"
+  names+=("$name")
+  statuses+=("$([ $rc -eq 0 ] && echo ok || echo "FAILED rc=$rc") ($((SECONDS - t0)) s)")
+  return $rc
+}
+
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.mem --format=csv
+  "$PY" -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.get_device_name())'
+  nvcc --version | tail -n 2
+  cmake --version | head -n 1
+} >"$OUT/machine.txt" 2>&1
+cat "$OUT/machine.txt"
+
+TORCH_PREFIX="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+step "configure" configure.log cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DPython3_EXECUTABLE="$(command -v "$PY")" -DSYNCFREE_WITH_CUDA=ON \
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$TORCH_PREFIX"
+step "build" build.log cmake --build "$BUILD" -j "$(nproc)"
+step "ctest (core, api, baselines, CUDA kernels vs CPU, consumer)" ctest.log \
+  ctest --test-dir "$BUILD" --output-on-failure
+step "pytest (all, CUDA included)" pytest.log \
+  env PYTHONPATH="$PWD/$BUILD/python" "$PY" -m pytest -q -rs tests/python
+step "compute-sanitizer memcheck" memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 \
+  "$BUILD/tests/syncfree_cuda_tests" --gtest_filter='*Int64*'
+step "compute-sanitizer racecheck" racecheck.log compute-sanitizer --tool racecheck --error-exitcode 1 \
+  "$BUILD/tests/syncfree_cuda_tests" --gtest_filter='*Bool*'
+step "benchmark C++ (cuda)" bench-gpu.log "$BUILD/syncfree_bench" --device cuda \
+  --min-time "$MIN_TIME" --json "$OUT/bench-gpu.json"
+step "benchmark Python (cuda, torch.compile)" bench-gpu-python.log \
+  env PYTHONPATH="$PWD/$BUILD/python" "$PY" bench/bench.py --device cuda --min-time "$MIN_TIME" \
+  --json "$OUT/bench-gpu-python.json"
+
+echo
+echo "=== GPU benchmark (C++ CLI)"
+grep -E '^ +[0-9]+ +[0-9]+ ' "$OUT/bench-gpu.log" || echo "(no table: see bench-gpu.log)"
+echo
+echo "=== summary"
+for i in "${!names[@]}"; do printf '%-62s %s\n' "${names[$i]}" "${statuses[$i]}"; done

@@ -1,0 +1,135 @@
+"""CUDA backend: equality with the CPU, no host syncs, CUDA graphs, torch.compile.
+
+Skipped without a CUDA device (and a CUDA build of syncfree)."""
+import pytest
+import torch
+
+import syncfree
+from checks import check_sample
+
+cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
+DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+
+
+def labels_on(device, shape, dtype, gen):
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=gen).bool().to(device)
+    low = 0 if dtype == torch.uint8 else -1
+    return torch.randint(low, 3, shape, generator=gen).to(dtype).to(device)
+
+
+@cuda
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_cuda_equals_cpu_bit_for_bit(dtype):
+    gen = torch.Generator().manual_seed(0)
+    for shape in [(1000,), (4, 300), (2, 3, 129), (2, 3 * 65536 + 17), (3, 0), (64, 5)]:
+        labels = labels_on("cpu", shape, dtype, gen)
+        for K in [0, 1, 7, shape[-1] // 10 + 1, shape[-1] + 3]:
+            for fill in [False, True]:
+                for seed in [0, 12345, -7]:
+                    kw = dict(fill_positives=fill, seed=seed)
+                    ci, cv = syncfree.balanced_sample(labels, K, 0.3, **kw)
+                    gi, gv = syncfree.balanced_sample(labels.cuda(), K, 0.3, **kw)
+                    assert torch.equal(gi.cpu(), ci) and torch.equal(gv.cpu(), cv), (shape, K, fill, seed)
+
+
+@cuda
+def test_cuda_invariants_and_gather():
+    gen = torch.Generator().manual_seed(1)
+    labels = labels_on("cuda", (8, 5000), torch.int64, gen)
+    idx, valid = syncfree.balanced_sample(labels, 300, 0.25)
+    check_sample(labels.cpu(), idx.cpu(), valid.cpu(), 300, 0.25)
+    features = torch.randn(8, 5000, 16, device="cuda", requires_grad=True)
+    f, l, v = syncfree.balanced_sample_gather(features, labels, 300, 0.25, seed=3)
+    cf, cl, cv = syncfree.balanced_sample_gather(features.detach().cpu(), labels.cpu(), 300, 0.25, seed=3)
+    assert torch.equal(f.detach().cpu(), cf) and torch.equal(l.cpu(), cl) and torch.equal(v.cpu(), cv)
+    f.sum().backward()
+    assert features.grad is not None and float(features.grad.sum()) == float(v.sum()) * 16
+
+
+@cuda
+def test_no_host_sync():
+    labels = torch.randint(-1, 2, (4, 100000), device="cuda")
+    features = torch.randn(4, 100000, 16, device="cuda")
+    syncfree.balanced_sample_gather(features, labels, 1000)  # warm up
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            syncfree.balanced_sample(labels, 1000)
+            syncfree.balanced_sample(labels, 1000, seed=5)
+            syncfree.balanced_sample_gather(features, labels, 1000)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+@cuda
+def test_generator_advances_by_a_fixed_amount_and_reproduces():
+    labels = torch.randint(0, 2, (2, 1000), device="cuda")
+    torch.cuda.manual_seed(3)
+    a = [syncfree.balanced_sample(labels, 50)[0] for _ in range(2)]
+    torch.cuda.manual_seed(3)
+    b = [syncfree.balanced_sample(labels, 50)[0] for _ in range(2)]
+    assert not torch.equal(a[0], a[1])
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    # The same advance whatever the data (here: a large call and an empty one).
+    g1 = torch.Generator(device="cuda").manual_seed(9)
+    g2 = torch.Generator(device="cuda").manual_seed(9)
+    syncfree.balanced_sample(labels, 50, generator=g1)
+    syncfree.balanced_sample(torch.zeros(0, device="cuda", dtype=torch.long), 0, generator=g2)
+    assert torch.equal(g1.get_state(), g2.get_state())
+    g3 = torch.Generator(device="cuda").manual_seed(9)
+    assert not torch.equal(g1.get_state(), g3.get_state())
+
+
+@cuda
+def test_cuda_graph_replays_draw_fresh_samples_matching_eager():
+    labels = torch.randint(0, 2, (4, 20000), device="cuda")
+    torch.cuda.manual_seed(11)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            syncfree.balanced_sample(labels, 500)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out_idx, out_valid = syncfree.balanced_sample(labels, 500)
+    state = torch.cuda.get_rng_state()
+    replays = []
+    for _ in range(3):
+        graph.replay()
+        replays.append(out_idx.clone())
+    assert not torch.equal(replays[0], replays[1]) and not torch.equal(replays[1], replays[2])
+    # Eager calls from the same generator state draw the same samples.
+    torch.cuda.set_rng_state(state)
+    eager = [syncfree.balanced_sample(labels, 500)[0] for _ in range(3)]
+    for r, e in zip(replays, eager):
+        assert torch.equal(r, e)
+
+
+@cuda
+@pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.compile needs torch >= 2.0")
+@pytest.mark.parametrize("mode", [None, "reduce-overhead"])
+def test_cuda_compile(mode):
+    labels = torch.randint(-1, 2, (4, 5000), device="cuda")
+    features = torch.randn(4, 5000, 8, device="cuda")
+
+    def step(features, labels):
+        f, l, v = syncfree.balanced_sample_gather(features, labels, 64, 0.25, seed=2)
+        return f.sum(-1), l
+
+    compiled = torch.compile(step, fullgraph=True, mode=mode)
+    for _ in range(3):
+        a, la = compiled(features, labels)
+    b, lb = step(features, labels)
+    assert torch.allclose(a, b) and torch.equal(la, lb)
+
+
+@cuda
+@pytest.mark.skipif(not hasattr(getattr(torch, "library", None), "opcheck"), reason="needs torch.library.opcheck")
+def test_cuda_opcheck():
+    labels = torch.randint(-1, 2, (3, 500), device="cuda")
+    features = torch.randn(3, 500, 4, device="cuda", requires_grad=True)
+    torch.library.opcheck(torch.ops.syncfree.balanced_sample.default, (labels, 16), {"seed": 1})
+    torch.library.opcheck(torch.ops.syncfree.balanced_sample_gather.default, (features, labels, 16), {"seed": 1})
