@@ -54,6 +54,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
+#include <torch/version.h>
 #endif
 
 namespace {
@@ -222,15 +223,24 @@ double percentile(std::vector<double> v, double q) {
 // Counts the warnings that CUDA's sync debug mode emits for synchronizing calls.
 class SyncCounter : public c10::WarningHandler {
  public:
-  void process(const c10::Warning& w) override {
-    if (w.msg().find("synchroniz") != std::string::npos) ++count;
+#if TORCH_VERSION_MAJOR >= 2
+  using Guard = c10::WarningUtils::WarningHandlerGuard;
+  void process(const c10::Warning& w) override { record(w.msg()); }
+#else
+  using Guard = c10::Warning::WarningHandlerGuard;
+  void process(const c10::SourceLocation&, const std::string& msg, const bool) override {
+    record(msg);
+  }
+#endif
+  void record(const std::string& msg) {
+    if (msg.find("synchroniz") != std::string::npos) ++count;
   }
   int64_t count = 0;
 };
 
 double count_syncs(const std::function<void()>& fn, int calls) {
   SyncCounter counter;
-  c10::WarningUtils::WarningHandlerGuard guard(&counter);
+  SyncCounter::Guard guard(&counter);
   c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_WARN);
   for (int i = 0; i < calls; ++i) fn();
   c10::cuda::warning_state().set_sync_debug_mode(c10::cuda::SyncDebugMode::L_DISABLED);

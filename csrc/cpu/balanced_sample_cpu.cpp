@@ -90,9 +90,8 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
                                                 negative_label, fill_positives, seed, generator);
   draw_seed(seed, generator, &params);
 
-  const auto sizes = output_sizes(labels, num_samples);
-  at::Tensor indices = at::empty(sizes, labels.options().dtype(at::kLong));
-  at::Tensor valid = at::empty(sizes, labels.options().dtype(at::kBool));
+  at::Tensor indices, valid;
+  std::tie(indices, valid) = empty_sample_outputs(labels, num_samples);
   const int64_t rows = num_rows(labels);
   const int64_t n = labels.size(-1);
   const int64_t k = num_samples;
@@ -161,16 +160,9 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_cpu(const at::Tensor& features
                                                       const at::Tensor& labels,
                                                       const at::Tensor& indices,
                                                       const at::Tensor& valid) {
-  const int64_t L = labels.dim();
-  const int64_t rows = num_rows(labels);
-  const int64_t n = labels.size(-1);
-  const int64_t k = indices.size(-1);
-  const auto feature_shape = features.sizes().slice(static_cast<size_t>(L));
-  int64_t width = 1;
-  for (const int64_t s : feature_shape) width *= s;
-  std::vector<int64_t> out_shape = output_sizes(labels, k);
-  out_shape.insert(out_shape.end(), feature_shape.begin(), feature_shape.end());
-  at::Tensor out_features = at::empty(out_shape, features.options());
+  const GatherShape g = gather_shape(features, labels, indices.size(-1));
+  const int64_t rows = g.rows, n = g.n, k = g.k, width = g.width;
+  at::Tensor out_features = at::empty(g.out_features, features.options());
   at::Tensor out_labels = at::empty(output_sizes(labels, k), labels.options().dtype(at::kLong));
   if (rows * k == 0) return {out_features, out_labels};
 

@@ -11,6 +11,7 @@
 
 #include <mutex>
 
+#include "core/compact.h"
 #include "cuda/sampler.h"
 #include "ops/balanced_sample.h"
 
@@ -76,9 +77,8 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cuda(const at::Tensor& labels
   const c10::cuda::CUDAGuard guard(labels.device());
   const cuda::RandomSource random = random_source(seed, generator, labels.device());
 
-  const auto sizes = output_sizes(labels, num_samples);
-  at::Tensor indices = at::empty(sizes, labels.options().dtype(at::kLong));
-  at::Tensor valid = at::empty(sizes, labels.options().dtype(at::kBool));
+  at::Tensor indices, valid;
+  std::tie(indices, valid) = empty_sample_outputs(labels, num_samples);
   const int64_t rows = num_rows(labels);
   const int64_t n = labels.size(-1);
   if (rows == 0 || num_samples == 0) return {indices, valid};

@@ -45,6 +45,26 @@ std::vector<int64_t> output_sizes(const at::Tensor& labels, int64_t num_samples)
   return sizes;
 }
 
+std::tuple<at::Tensor, at::Tensor> empty_sample_outputs(const at::Tensor& labels,
+                                                        int64_t num_samples) {
+  const auto sizes = output_sizes(labels, num_samples);
+  return {at::empty(sizes, labels.options().dtype(at::kLong)),
+          at::empty(sizes, labels.options().dtype(at::kBool))};
+}
+
+GatherShape gather_shape(const at::Tensor& features, const at::Tensor& labels, int64_t k) {
+  GatherShape g;
+  g.rows = num_rows(labels);
+  g.n = labels.size(-1);
+  g.k = k;
+  const auto feature_shape = features.sizes().slice(static_cast<size_t>(labels.dim()));
+  g.width = 1;
+  for (const int64_t s : feature_shape) g.width *= s;
+  g.out_features = output_sizes(labels, k);
+  g.out_features.insert(g.out_features.end(), feature_shape.begin(), feature_shape.end());
+  return g;
+}
+
 core::SampleParams check_sample_args(const at::Tensor& labels, int64_t num_samples,
                                      double positive_fraction, int64_t negative_label,
                                      bool fill_positives, const c10::optional<int64_t>& seed,
@@ -84,17 +104,10 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_generic(const at::Tensor& feat
                                                           const at::Tensor& labels,
                                                           const at::Tensor& indices,
                                                           const at::Tensor& valid) {
-  const int64_t L = labels.dim();
-  const int64_t rows = num_rows(labels);
-  const int64_t n = labels.size(L - 1);
-  const int64_t k = indices.size(-1);
-  const auto feature_shape = features.sizes().slice(static_cast<size_t>(L));
-  int64_t width = 1;
-  for (const int64_t s : feature_shape) width *= s;
-  std::vector<int64_t> out_shape = output_sizes(labels, k);
-  out_shape.insert(out_shape.end(), feature_shape.begin(), feature_shape.end());
+  const GatherShape g = gather_shape(features, labels, indices.size(-1));
+  const int64_t rows = g.rows, n = g.n, k = g.k;
   if (n == 0) {  // nothing to gather from: every slot is invalid
-    return {at::zeros(out_shape, features.options()),
+    return {at::zeros(g.out_features, features.options()),
             at::full(output_sizes(labels, k), -1, labels.options().dtype(at::kLong))};
   }
   // Invalid slots read row element 0, then are masked.
@@ -102,10 +115,10 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_generic(const at::Tensor& feat
   const at::Tensor flat = (indices.reshape({rows, k}).clamp_min(0) + row_base).reshape({-1});
   const at::Tensor invalid = valid.logical_not();
   std::vector<int64_t> mask_shape = output_sizes(labels, k);
-  mask_shape.insert(mask_shape.end(), feature_shape.size(), 1);
-  return {features.reshape({rows * n, width})
+  mask_shape.resize(g.out_features.size(), 1);
+  return {features.reshape({rows * n, g.width})
               .index_select(0, flat)
-              .reshape(out_shape)
+              .reshape(g.out_features)
               .masked_fill_(invalid.reshape(mask_shape), 0),
           labels.reshape({rows * n})
               .index_select(0, flat)
@@ -125,9 +138,7 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_meta(const at::Tensor& labels
                                                         c10::optional<at::Generator> generator) {
   check_sample_args(labels, num_samples, positive_fraction, negative_label, fill_positives, seed,
                     generator);
-  const auto sizes = output_sizes(labels, num_samples);
-  return {at::empty(sizes, labels.options().dtype(at::kLong)),
-          at::empty(sizes, labels.options().dtype(at::kBool))};
+  return empty_sample_outputs(labels, num_samples);
 }
 
 using SampleFn = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, int64_t, double, int64_t,

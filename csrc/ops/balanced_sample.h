@@ -25,6 +25,18 @@ std::vector<int64_t> output_sizes(const at::Tensor& labels, int64_t num_samples)
 // Number of rows: the product of labels.shape[:-1] (1 for 1-d labels).
 int64_t num_rows(const at::Tensor& labels);
 
+// Uninitialized (indices int64, valid bool) of shape labels.shape[:-1] + [num_samples].
+std::tuple<at::Tensor, at::Tensor> empty_sample_outputs(const at::Tensor& labels,
+                                                        int64_t num_samples);
+
+// Shapes of the gather: features [..., N, *F] viewed as [rows, n, width],
+// sampled features of shape labels.shape[:-1] + [k] + F.
+struct GatherShape {
+  int64_t rows, n, k, width;
+  std::vector<int64_t> out_features;
+};
+GatherShape gather_shape(const at::Tensor& features, const at::Tensor& labels, int64_t k);
+
 // Backend kernels (registered in balanced_sample.cpp and the backend files).
 std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
                                                        int64_t num_samples,
