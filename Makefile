@@ -13,8 +13,9 @@ CMAKE_FLAGS ?=
 BENCH_ARGS ?=
 
 NVCC ?= /usr/local/cuda/bin/nvcc
+FUZZ_SECONDS ?= 60
 
-.PHONY: all setup configure build test test-cpp test-python test-pip test-cuda-build bench \
+.PHONY: all setup configure build test test-cpp test-python test-pip test-cuda-build test-sanitize bench \
 	bench-python plots trace clean
 
 all: build
@@ -33,7 +34,7 @@ build: setup configure
 	cmake --build $(BUILD) -j $(JOBS)
 
 test: build
-	@$(MAKE) --no-print-directory test-cpp test-cuda-build test-python test-pip
+	@$(MAKE) --no-print-directory test-cpp test-sanitize test-cuda-build test-python test-pip
 
 test-cpp:
 	cd $(BUILD) && ctest --output-on-failure
@@ -45,6 +46,19 @@ test-python:
 # against that installed copy.
 test-pip:
 	scripts/check-pip-install.sh $(PYTHON) $(BUILD)/pip-venv
+
+# The core (no torch) under AddressSanitizer + UndefinedBehaviorSanitizer with
+# clang: its unit tests, the fuzzer over the seed corpus (every input once, as
+# regression tests), then FUZZ_SECONDS of fuzzing from a copy of the corpus.
+test-sanitize:
+	CC=clang CXX=clang++ cmake -S . -B $(BUILD)-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	  -DSYNCFREE_CORE_ONLY=ON -DSYNCFREE_SANITIZE=ON -DSYNCFREE_FUZZ=ON >/dev/null
+	cmake --build $(BUILD)-sanitize -j $(JOBS)
+	cd $(BUILD)-sanitize && ctest --output-on-failure
+	$(BUILD)-sanitize/syncfree_fuzz tests/fuzz/corpus/*
+	rm -rf $(BUILD)-sanitize/corpus && cp -r tests/fuzz/corpus $(BUILD)-sanitize/corpus
+	$(BUILD)-sanitize/syncfree_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	  -artifact_prefix=$(BUILD)-sanitize/ $(BUILD)-sanitize/corpus
 
 # Compiles the framework-free CUDA kernels and their standalone tests with
 # nvcc (no GPU or CUDA torch needed) and runs them: without a GPU they skip.
@@ -75,4 +89,4 @@ trace: build
 	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) bench/bench.py --trace $(BUILD)/trace.json $(BENCH_ARGS)
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-cuda
+	rm -rf $(BUILD) $(BUILD)-cuda $(BUILD)-sanitize

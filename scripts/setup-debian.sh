@@ -8,7 +8,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build git
   libtorch-dev python3-torch python3-torchvision libopenblas0-pthread
-  libgtest-dev googletest
+  libgtest-dev googletest clang libclang-rt-14-dev
   python3-venv python3-pip python3-setuptools python3-wheel
   python3-pytest python3-numpy python3-scipy
 )

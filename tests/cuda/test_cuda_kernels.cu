@@ -27,34 +27,15 @@ bool have_gpu() {
 
 #define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << cudaGetErrorString(expr)
 
-// CPU reference: the CPU backend's algorithm on one contiguous [rows, n] array.
+// CPU reference: the core's serial algorithm (what the CPU backend computes).
 template <typename T>
 void reference(const std::vector<T>& labels, int64_t rows, int64_t n, const core::SampleParams& p,
                std::vector<int64_t>* indices, std::vector<char>* valid) {
-  const int64_t k = p.num_samples;
-  indices->assign(static_cast<size_t>(rows * k), 0);
-  valid->assign(static_cast<size_t>(rows * k), 0);
-  const int64_t chunks = core::num_chunks(n);
-  std::vector<uint16_t> work(static_cast<size_t>(std::max<int64_t>(n, 1)));
-  std::vector<int64_t> pos(static_cast<size_t>(chunks + 1)), neg(pos);
-  std::unique_ptr<bool[]> ok(new bool[static_cast<size_t>(std::max<int64_t>(k, 1))]);
-  for (int64_t r = 0; r < rows; ++r) {
-    pos.assign(pos.size(), 0);
-    neg.assign(neg.size(), 0);
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t start = c * core::kChunk;
-      core::compact_chunk(labels.data() + r * n + start, 1, std::min(core::kChunk, n - start),
-                          p.negative_label, work.data() + start, &pos[c + 1], &neg[c + 1]);
-    }
-    for (int64_t c = 1; c <= chunks; ++c) {
-      pos[c] += pos[c - 1];
-      neg[c] += neg[c - 1];
-    }
-    const core::CompactRow row{work.data(), pos.data(), neg.data(), n, chunks};
-    const core::RowPlan plan = core::make_row_plan(p, r, row.num_positive(), row.num_negative());
-    core::fill_row_slots(plan, row, 0, k, indices->data() + r * k, ok.get());
-    for (int64_t s = 0; s < k; ++s) (*valid)[static_cast<size_t>(r * k + s)] = ok[s];
-  }
+  const size_t total = static_cast<size_t>(rows * p.num_samples);
+  indices->assign(total, 0);
+  std::unique_ptr<bool[]> ok(new bool[std::max<size_t>(total, 1)]);
+  core::sample_rows_serial(labels.data(), rows, n, p, indices->data(), ok.get());
+  valid->assign(ok.get(), ok.get() + total);
 }
 
 template <typename T>
