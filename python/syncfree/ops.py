@@ -5,6 +5,16 @@ import torch
 from torch import Tensor
 
 
+def _check_python_types(op: str, tensors, fill_positives) -> None:
+    # The schema accepts None for a bool and an undefined tensor for a Tensor;
+    # name the argument instead of failing later or guessing.
+    for name, value in tensors:
+        if not isinstance(value, torch.Tensor):
+            raise TypeError(f"syncfree.{op}: {name} must be a torch.Tensor, got {type(value).__name__}")
+    if not isinstance(fill_positives, bool):
+        raise TypeError(f"syncfree.{op}: fill_positives must be a bool, got {type(fill_positives).__name__}")
+
+
 def balanced_sample(
     labels: Tensor,
     num_samples: int,
@@ -47,6 +57,7 @@ def balanced_sample(
         order; the remaining slots hold -1. ``valid`` (bool) marks the filled
         slots. No index appears twice in a row.
     """
+    _check_python_types("balanced_sample", [("labels", labels)], fill_positives)
     return torch.ops.syncfree.balanced_sample(
         labels,
         num_samples,
@@ -82,6 +93,8 @@ def balanced_sample_gather(
         valid [..., K])``. ``sampled_labels`` is int64. Invalid slots hold zero
         features and label -1. Gradients flow to ``features``.
     """
+    _check_python_types("balanced_sample_gather", [("features", features), ("labels", labels)],
+                        fill_positives)
     return torch.ops.syncfree.balanced_sample_gather(
         features,
         labels,

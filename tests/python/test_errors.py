@@ -37,7 +37,7 @@ def test_bad_arguments(kwargs, message):
 def test_wrong_python_types_name_the_argument():
     with pytest.raises(RuntimeError, match="num_samples"):
         syncfree.balanced_sample(LABELS, 2.5)
-    with pytest.raises(RuntimeError, match="labels"):
+    with pytest.raises(TypeError, match="labels must be a torch.Tensor, got list"):
         syncfree.balanced_sample([0, 1], 2)
 
 
