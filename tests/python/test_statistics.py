@@ -135,3 +135,36 @@ def test_interleaving_uniform_when_classes_differ_in_size():
     from checks import chi2_critical
 
     assert stat < chi2_critical(299, P_FAIL / 2), stat
+
+
+def _joint_uniform(a, b, bins, p):
+    counts = torch.bincount(a * bins + b, minlength=bins * bins)
+    assert_uniform(counts, p)
+
+
+def test_rows_of_a_batch_are_independent():
+    # K = 1 of 200 positives (a Feistel permutation): the items chosen by
+    # neighbouring rows, binned 8 x 8, are jointly uniform.
+    B = 2 * 64 * 500
+    idx, _ = syncfree.balanced_sample(torch.ones(B, 200, dtype=torch.int8), 1, seed=108)
+    bins = idx[:, 0] // 25
+    _joint_uniform(bins[0::2], bins[1::2], 8, P_FAIL)
+
+
+def test_consecutive_calls_are_independent():
+    # Two consecutive calls drawing from the default generator: row r of the
+    # first and row r of the second are jointly uniform.
+    B = 64 * 500
+    labels = torch.ones(B, 200, dtype=torch.int8)
+    torch.manual_seed(109)
+    first = syncfree.balanced_sample(labels, 1)[0][:, 0] // 25
+    second = syncfree.balanced_sample(labels, 1)[0][:, 0] // 25
+    _joint_uniform(first, second, 8, P_FAIL)
+
+
+def test_adjacent_seeds_are_independent():
+    B = 64 * 500
+    labels = torch.ones(B, 200, dtype=torch.int8)
+    a = syncfree.balanced_sample(labels, 1, seed=110)[0][:, 0] // 25
+    b = syncfree.balanced_sample(labels, 1, seed=111)[0][:, 0] // 25
+    _joint_uniform(a, b, 8, P_FAIL)
