@@ -104,6 +104,9 @@ class Permutation {
   }
 
   SYNCFREE_HD int domain_bits() const { return lo_bits_ + hi_bits_; }
+  SYNCFREE_HD int lo_bits() const { return lo_bits_; }
+  SYNCFREE_HD int hi_bits() const { return hi_bits_; }
+  SYNCFREE_HD uint32_t round_key(int r) const { return round_keys_[r]; }
 
  private:
   SYNCFREE_HD int64_t small_rank(int64_t x) const {
