@@ -24,6 +24,9 @@ class CMakeBuild(build_ext):
             f"-DPython3_EXECUTABLE={sys.executable}",
             "-DSYNCFREE_BUILD_TESTS=OFF",
             "-DSYNCFREE_BUILD_BENCH=OFF",
+            # SYNCFREE_WITH_CUDA=1 in the environment builds the CUDA operator
+            # too (needs nvcc and a CUDA build of torch).
+            "-DSYNCFREE_WITH_CUDA=" + ("ON" if os.environ.get("SYNCFREE_WITH_CUDA") == "1" else "OFF"),
         ]
         if shutil.which("ninja"):
             configure += ["-G", "Ninja"]

@@ -31,7 +31,8 @@ Sample naive_sample_batched(const at::Tensor& features, const at::Tensor& labels
 // The static "topk" sampler on [..., N] (any leading dims): count_nonzero for
 // the quotas as device tensors, one random key per item, top-k of each class,
 // invalidation past the quota, and a top-k merge. No host sync; three top-k
-// passes. Invalid slots (fewer candidates than K) hold index 0 and label -1.
+// passes. Invalid slots (fewer candidates than K) hold whatever index top-k
+// returned there, zero features and label -1.
 Sample topk_sample(const at::Tensor& features, const at::Tensor& labels, int64_t num_samples);
 
 }  // namespace baselines

@@ -54,6 +54,28 @@ inline void compact_chunk(const T* labels, int64_t stride, int64_t len, int64_t 
   *num_neg = q;
 }
 
+// Per-chunk counts stored at prefix[1..chunks] -> exclusive prefix sums in
+// prefix[0..chunks] (prefix[chunks] is the row's total).
+SYNCFREE_HD void counts_to_prefix(int64_t* prefix, int64_t chunks) {
+  prefix[0] = 0;
+  for (int64_t c = 1; c <= chunks; ++c) prefix[c] += prefix[c - 1];
+}
+
+// One whole row, serially: every chunk compacted, then the prefix sums
+// (pos_prefix and neg_prefix hold num_chunks(n) + 1 entries each).
+template <typename T>
+inline void compact_row(const T* labels, int64_t stride, int64_t n, int64_t negative_label,
+                        uint16_t* work, int64_t* pos_prefix, int64_t* neg_prefix) {
+  const int64_t chunks = num_chunks(n);
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t start = c * kChunk;
+    compact_chunk(labels + start * stride, stride, (n - start) < kChunk ? (n - start) : kChunk,
+                  negative_label, work + start, &pos_prefix[c + 1], &neg_prefix[c + 1]);
+  }
+  counts_to_prefix(pos_prefix, chunks);
+  counts_to_prefix(neg_prefix, chunks);
+}
+
 // Read-only view of one compacted row.
 struct CompactRow {
   const uint16_t* work;        // n entries

@@ -181,18 +181,7 @@ void sample_rows_serial(const T* labels, int64_t rows, int64_t n, const SamplePa
   std::vector<uint16_t> work(static_cast<size_t>(n));
   std::vector<int64_t> pos(static_cast<size_t>(chunks + 1)), neg(pos.size());
   for (int64_t r = 0; r < rows; ++r) {
-    std::fill(pos.begin(), pos.end(), 0);
-    std::fill(neg.begin(), neg.end(), 0);
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t start = c * kChunk;
-      compact_chunk(labels + r * n + start, 1, std::min(kChunk, n - start), p.negative_label,
-                    work.data() + start, &pos[static_cast<size_t>(c + 1)],
-                    &neg[static_cast<size_t>(c + 1)]);
-    }
-    for (size_t c = 1; c < pos.size(); ++c) {
-      pos[c] += pos[c - 1];
-      neg[c] += neg[c - 1];
-    }
+    compact_row(labels + r * n, 1, n, p.negative_label, work.data(), pos.data(), neg.data());
     const CompactRow row{work.data(), pos.data(), neg.data(), n, chunks};
     const RowPlan plan = make_row_plan(p, r, row.num_positive(), row.num_negative());
     fill_row_slots(plan, row, 0, k, indices + r * k, valid + r * k);

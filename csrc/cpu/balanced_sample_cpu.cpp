@@ -9,6 +9,7 @@
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
 
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <type_traits>
@@ -45,12 +46,7 @@ void draw_seed(const c10::optional<int64_t>& seed, const c10::optional<at::Gener
     p->seed = static_cast<uint64_t>(*seed);
     return;
   }
-  if (generator.has_value() && generator->defined()) {
-    TORCH_CHECK(generator->device().type() == at::kCPU,
-                "syncfree.balanced_sample: generator must be a CPU generator for labels on cpu, "
-                "got a generator on ",
-                generator->device());
-  }
+  check_generator_device(generator, at::Device(at::kCPU));
   auto* gen = at::get_generator_or_default<at::CPUGeneratorImpl>(
       generator, at::detail::getDefaultCPUGenerator());
   std::lock_guard<std::mutex> lock(gen->mutex_);
@@ -129,10 +125,8 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
 
   at::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      for (int64_t* prefix : {pos_prefix + r * prefix_len, neg_prefix + r * prefix_len}) {
-        prefix[0] = 0;
-        for (int64_t c = 1; c < prefix_len; ++c) prefix[c] += prefix[c - 1];
-      }
+      core::counts_to_prefix(pos_prefix + r * prefix_len, chunks);
+      core::counts_to_prefix(neg_prefix + r * prefix_len, chunks);
     }
   });
 
@@ -160,6 +154,7 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_cpu(const at::Tensor& features
                                                       const at::Tensor& labels,
                                                       const at::Tensor& indices,
                                                       const at::Tensor& valid) {
+  check_gather_sampled_args(features, labels, indices, valid);
   const GatherShape g = gather_shape(features, labels, indices.size(-1));
   const int64_t rows = g.rows, n = g.n, k = g.k, width = g.width;
   at::Tensor out_features = at::empty(g.out_features, features.options());
@@ -178,6 +173,8 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_cpu(const at::Tensor& features
   const int64_t stride = labels.stride(-1);
 
   const int64_t blocks = (k + kSlotBlock - 1) / kSlotBlock;
+  std::atomic<bool> bad{false};  // a valid slot whose index is outside [0, n)
+  std::atomic<int64_t> bad_index{0};
   AT_DISPATCH_INTEGRAL_TYPES_AND(at::kBool, labels.scalar_type(), "gather_sampled_cpu", [&] {
     const scalar_t* label_data = labels.data_ptr<scalar_t>();
     at::parallel_for(0, rows * blocks, 1, [&](int64_t begin, int64_t end) {
@@ -190,11 +187,15 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_cpu(const at::Tensor& features
         copy_rows(row_bytes, [&](auto copy) {
           for (int64_t u = first; u < last; ++u) {
             char* dst = dst_ptr + u * row_bytes;
-            if (ok_ptr[u]) {
-              const int64_t i = idx_ptr[u];
+            const int64_t i = idx_ptr[u];
+            if (ok_ptr[u] && i >= 0 && i < n) {
               copy(dst, row_features + i * row_bytes);
               lab_ptr[u] = static_cast<int64_t>(row_labels[i * stride]);
             } else {
+              if (ok_ptr[u]) {
+                bad_index = i;
+                bad = true;
+              }
               std::memset(dst, 0, static_cast<size_t>(row_bytes));
               lab_ptr[u] = -1;
             }
@@ -203,6 +204,8 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_cpu(const at::Tensor& features
       }
     });
   });
+  TORCH_CHECK(!bad.load(), "syncfree._gather_sampled: index ", bad_index.load(),
+              " of a valid slot is outside [0, ", n, ")");
   return {out_features, out_labels};
 }
 

@@ -42,11 +42,7 @@ cuda::RandomSource random_source(const c10::optional<int64_t>& seed,
     src.seed = static_cast<uint64_t>(*seed);
     return src;
   }
-  if (generator.has_value() && generator->defined()) {
-    TORCH_CHECK(generator->device().type() == at::kCUDA,
-                "syncfree.balanced_sample: generator must be a CUDA generator for labels on ",
-                device, ", got a generator on ", generator->device());
-  }
+  check_generator_device(generator, device);
   auto* gen = at::get_generator_or_default<at::CUDAGeneratorImpl>(
       generator, at::cuda::detail::getDefaultCUDAGenerator(device.index()));
   at::PhiloxCudaState state;

@@ -83,13 +83,8 @@ __global__ void __launch_bounds__(kCompactThreads)
     __syncthreads();  // temp is reused by the next round
   }
   if (threadIdx.x == 0) {
-    const int64_t base = r * (chunks + 1);
-    out.pos_prefix[base + c + 1] = pos_total;
-    out.neg_prefix[base + c + 1] = neg_total;
-    if (c == 0) {
-      out.pos_prefix[base] = 0;
-      out.neg_prefix[base] = 0;
-    }
+    out.pos_prefix[r * (chunks + 1) + c + 1] = pos_total;
+    out.neg_prefix[r * (chunks + 1) + c + 1] = neg_total;
   }
 }
 
@@ -97,12 +92,8 @@ __global__ void __launch_bounds__(kCompactThreads)
 __global__ void prefix_kernel(int64_t rows, Layout out) {
   const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (r >= rows) return;
-  int64_t* pos = out.pos_prefix + r * (out.chunks + 1);
-  int64_t* neg = out.neg_prefix + r * (out.chunks + 1);
-  for (int64_t c = 1; c <= out.chunks; ++c) {
-    pos[c] += pos[c - 1];
-    neg[c] += neg[c - 1];
-  }
+  core::counts_to_prefix(out.pos_prefix + r * (out.chunks + 1), out.chunks);
+  core::counts_to_prefix(out.neg_prefix + r * (out.chunks + 1), out.chunks);
 }
 
 // One thread per output slot (grid-stride): the row plan, then the pick.

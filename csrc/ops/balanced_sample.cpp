@@ -45,6 +45,46 @@ std::vector<int64_t> output_sizes(const at::Tensor& labels, int64_t num_samples)
   return sizes;
 }
 
+at::Tensor flat_gather_index(const at::Tensor& indices, int64_t rows, int64_t n) {
+  const at::Tensor row_base = at::arange(rows, indices.options()).mul_(n).unsqueeze(1);
+  return (indices.reshape({rows, -1}).clamp_min(0) + row_base).reshape({-1});
+}
+
+void check_generator_device(const c10::optional<at::Generator>& generator,
+                            const at::Device& device) {
+  if (!generator.has_value() || !generator->defined()) return;
+  const at::Device gen_device = generator->device();
+  const bool same = gen_device.type() == device.type() &&
+                    (device.type() == at::kCPU || gen_device.index() == device.index());
+  TORCH_CHECK(same, "syncfree.balanced_sample: generator must be on the labels' device ", device,
+              ", got a generator on ", gen_device);
+}
+
+void check_gather_sampled_args(const at::Tensor& features, const at::Tensor& labels,
+                               const at::Tensor& indices, const at::Tensor& valid) {
+  TORCH_CHECK(features.defined() && labels.defined() && indices.defined() && valid.defined(),
+              "syncfree._gather_sampled: every argument must be a defined tensor");
+  TORCH_CHECK(labels.dim() >= 1 && features.dim() >= labels.dim(),
+              "syncfree._gather_sampled: expected labels [..., N] and features [..., N, *F], got ",
+              labels.sizes(), " and ", features.sizes());
+  TORCH_CHECK(features.sizes().slice(0, static_cast<size_t>(labels.dim())) == labels.sizes(),
+              "syncfree._gather_sampled: features ", features.sizes(),
+              " do not start with labels' shape ", labels.sizes());
+  TORCH_CHECK(indices.scalar_type() == at::kLong && valid.scalar_type() == at::kBool,
+              "syncfree._gather_sampled: indices must be int64 and valid bool, got ",
+              indices.scalar_type(), " and ", valid.scalar_type());
+  TORCH_CHECK(indices.dim() == labels.dim() && valid.sizes() == indices.sizes() &&
+                  indices.sizes().slice(0, static_cast<size_t>(labels.dim() - 1)) ==
+                      labels.sizes().slice(0, static_cast<size_t>(labels.dim() - 1)),
+              "syncfree._gather_sampled: indices and valid must have shape labels.shape[:-1] + "
+              "[K], got ",
+              indices.sizes(), " and ", valid.sizes(), " for labels ", labels.sizes());
+  TORCH_CHECK(indices.device() == labels.device() && valid.device() == labels.device() &&
+                  features.device() == labels.device(),
+              "syncfree._gather_sampled: all tensors must be on the labels' device ",
+              labels.device());
+}
+
 std::tuple<at::Tensor, at::Tensor> empty_sample_outputs(const at::Tensor& labels,
                                                         int64_t num_samples) {
   const auto sizes = output_sizes(labels, num_samples);
@@ -104,6 +144,7 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_generic(const at::Tensor& feat
                                                           const at::Tensor& labels,
                                                           const at::Tensor& indices,
                                                           const at::Tensor& valid) {
+  check_gather_sampled_args(features, labels, indices, valid);
   const GatherShape g = gather_shape(features, labels, indices.size(-1));
   const int64_t rows = g.rows, n = g.n, k = g.k;
   if (n == 0) {  // nothing to gather from: every slot is invalid
@@ -111,8 +152,7 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_generic(const at::Tensor& feat
             at::full(output_sizes(labels, k), -1, labels.options().dtype(at::kLong))};
   }
   // Invalid slots read row element 0, then are masked.
-  const at::Tensor row_base = at::arange(rows, indices.options()).mul_(n).unsqueeze(1);
-  const at::Tensor flat = (indices.reshape({rows, k}).clamp_min(0) + row_base).reshape({-1});
+  const at::Tensor flat = flat_gather_index(indices, rows, n);
   const at::Tensor invalid = valid.logical_not();
   std::vector<int64_t> mask_shape = output_sizes(labels, k);
   mask_shape.resize(g.out_features.size(), 1);
@@ -261,9 +301,7 @@ class GatherFunction : public torch::autograd::Function<GatherFunction> {
         width *= sizes[d];
       grad_features = at::zeros(sizes, grad.options());
       if (n > 0 && rows * k > 0) {
-        const at::Tensor row_base =
-            at::arange(rows, indices.options()).mul_(n).unsqueeze(1);
-        const at::Tensor flat = (indices.reshape({rows, k}).clamp_min(0) + row_base).reshape(-1);
+        const at::Tensor flat = flat_gather_index(indices, rows, n);
         const at::Tensor g = grad.reshape({rows * k, width})
                                  .masked_fill(valid.reshape({rows * k, 1}).logical_not(), 0);
         grad_features = grad_features.reshape({rows * n, width}).index_add(0, flat, g).reshape(sizes);

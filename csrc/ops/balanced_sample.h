@@ -19,6 +19,20 @@ core::SampleParams check_sample_args(const at::Tensor& labels, int64_t num_sampl
                                      bool fill_positives, const c10::optional<int64_t>& seed,
                                      const c10::optional<at::Generator>& generator);
 
+// Row-major indices into features viewed as [rows * n, ...] for the slots'
+// indices [..., K]; invalid slots (-1) point at their row's element 0.
+at::Tensor flat_gather_index(const at::Tensor& indices, int64_t rows, int64_t n);
+
+// A generator given for a call must live on the labels' device (type and
+// index). Called by the backends that draw from generators.
+void check_generator_device(const c10::optional<at::Generator>& generator,
+                            const at::Device& device);
+
+// The arguments of _gather_sampled: indices int64 and valid bool, both of
+// shape labels.shape[:-1] + [K], on the labels' device.
+void check_gather_sampled_args(const at::Tensor& features, const at::Tensor& labels,
+                               const at::Tensor& indices, const at::Tensor& valid);
+
 // Shape of the outputs: labels.shape[:-1] + [num_samples].
 std::vector<int64_t> output_sizes(const at::Tensor& labels, int64_t num_samples);
 

@@ -93,9 +93,10 @@ TEST(Api, FusedCpuGatherEqualsGenericGather) {
     auto generic = syncfree::ops::gather_sampled_generic(features, labels, indices, valid);
     EXPECT_TRUE(std::get<0>(fused).equal(std::get<0>(generic)));
     EXPECT_TRUE(std::get<1>(fused).equal(std::get<1>(generic)));
-    // Non-contiguous features and labels.
+    // Non-contiguous features and labels, with a last-dimension stride of 2.
     const at::Tensor f2 = features.transpose(3, 4);
-    const at::Tensor l2 = labels.transpose(0, 1).contiguous().transpose(0, 1);
+    const at::Tensor l2 = at::stack({labels, labels.neg()}, -1).select(-1, 0);
+    ASSERT_EQ(l2.stride(-1), 2);
     auto fused2 = syncfree::ops::gather_sampled_cpu(f2, l2, indices, valid);
     auto generic2 = syncfree::ops::gather_sampled_generic(f2, l2, indices, valid);
     EXPECT_TRUE(std::get<0>(fused2).equal(std::get<0>(generic2)));

@@ -180,15 +180,7 @@ void check_compaction(const std::vector<T>& storage, int64_t stride, int64_t n, 
   const int64_t chunks = num_chunks(n);
   std::vector<uint16_t> work(static_cast<size_t>(n));
   std::vector<int64_t> pos(static_cast<size_t>(chunks + 1), 0), neg(pos);
-  for (int64_t c = 0; c < chunks; ++c) {
-    const int64_t start = c * kChunk;
-    compact_chunk(storage.data() + start * stride, stride, std::min(kChunk, n - start), neg_label,
-                  work.data() + start, &pos[c + 1], &neg[c + 1]);
-  }
-  for (int64_t c = 1; c <= chunks; ++c) {
-    pos[c] += pos[c - 1];
-    neg[c] += neg[c - 1];
-  }
+  compact_row(storage.data(), stride, n, neg_label, work.data(), pos.data(), neg.data());
   std::vector<int64_t> want_pos, want_neg;
   for (int64_t i = 0; i < n; ++i) {
     bool p, q;
@@ -295,15 +287,7 @@ TEST(RowPlan, BatchedHostFillEqualsPerSlotEvaluation) {
     const int64_t chunks = num_chunks(n);
     std::vector<uint16_t> work(static_cast<size_t>(n));
     std::vector<int64_t> pos(static_cast<size_t>(chunks + 1), 0), neg(pos);
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t start = c * kChunk;
-      compact_chunk(labels.data() + start, 1, std::min(kChunk, n - start), 0, work.data() + start,
-                    &pos[c + 1], &neg[c + 1]);
-    }
-    for (int64_t c = 1; c <= chunks; ++c) {
-      pos[c] += pos[c - 1];
-      neg[c] += neg[c - 1];
-    }
+    compact_row(labels.data(), 1, n, 0, work.data(), pos.data(), neg.data());
     const CompactRow row{work.data(), pos.data(), neg.data(), n, chunks};
     for (int64_t k : {int64_t{1}, n / 10 + 1, n, n + 7}) {
       for (bool fill : {false, true}) {
@@ -330,5 +314,21 @@ TEST(RowPlan, BatchedHostFillEqualsPerSlotEvaluation) {
         }
       }
     }
+  }
+}
+
+TEST(Permutation, BatchedApplyEqualsOneAtATimeOnWideDomains) {
+  // HostPermutation::apply (AVX2 where available, halves up to 32 bits) must
+  // equal Permutation::operator() everywhere, including the widest domains.
+  std::mt19937_64 rng(23);
+  for (int64_t n : {int64_t{129}, (int64_t{1} << 20) + 3, (int64_t{1} << 31) + 11,
+                    (int64_t{1} << 40) + 1, INT64_MAX}) {
+    const Permutation perm(rng(), n);
+    const HostPermutation host(perm);
+    std::vector<int64_t> values(1003);
+    for (auto& v : values) v = static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
+    std::vector<int64_t> batched = values;
+    host.apply(batched.data(), static_cast<int64_t>(batched.size()));
+    for (size_t i = 0; i < values.size(); ++i) ASSERT_EQ(batched[i], perm(values[i])) << n;
   }
 }

@@ -58,3 +58,19 @@ def test_gather_shape_mismatch():
 def test_gather_device_mismatch():
     with pytest.raises(RuntimeError, match="same device"):
         syncfree.balanced_sample_gather(torch.zeros(2, 10, 3, device="meta"), LABELS, 4)
+
+
+def test_internal_gather_rejects_bad_indices():
+    f, l = torch.randn(10, 3), torch.zeros(10, dtype=torch.long)
+    gather = torch.ops.syncfree._gather_sampled
+    with pytest.raises(RuntimeError, match=r"index 1000000000 of a valid slot is outside \[0, 10\)"):
+        gather(f, l, torch.tensor([5, 10**9]), torch.tensor([True, True]))
+    with pytest.raises(RuntimeError, match=r"index -1 of a valid slot"):
+        gather(f, l, torch.tensor([5, -1]), torch.tensor([True, True]))
+    with pytest.raises(RuntimeError, match=r"must have shape labels.shape\[:-1\] \+ \[K\]"):
+        gather(f, l, torch.tensor([[5]]), torch.tensor([[True]]))
+    with pytest.raises(RuntimeError, match="indices must be int64 and valid bool"):
+        gather(f, l, torch.tensor([5, 1]), torch.tensor([1, 1]))
+    # Invalid slots may hold anything: they are never read.
+    out, labels = gather(f, l, torch.tensor([3, 10**9]), torch.tensor([True, False]))
+    assert torch.equal(out[0], f[3]) and bool((out[1] == 0).all()) and labels.tolist() == [0, -1]

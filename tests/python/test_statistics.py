@@ -44,16 +44,18 @@ def test_every_subset_equally_likely():
 
 
 def test_every_subset_equally_likely_with_ignored_and_fill():
-    # 2 positives, 3 negatives, 3 ignored, K = 4, fill_positives: all 2
-    # positives and 2 of 3 negatives -> 3 subsets; also every order of them.
-    row = [-1, 1, 0, -1, 0, 1, 0, -1]
-    B = 3 * 24 * 400
+    # 4 positives, 1 negative, 3 ignored, K = 4: the target of 2 positives
+    # plus the 1 negative leave a slot that fill_positives gives to a third
+    # positive: C(4,3) = 4 subsets x 24 orders = 96 equally likely outcomes.
+    row = [-1, 1, 0, -1, 1, 1, -1, 1]
+    B = 96 * 300
     idx, valid = syncfree.balanced_sample(batch_of(row, B), 4, seed=102)
     assert bool(valid.all())
-    # Encode the ordered 4-tuple in base 8; 3 subsets x 24 orders = 72 outcomes.
+    assert bool(((torch.tensor(row)[idx] == 1).sum(-1) == 3).all())
+    # Encode the ordered 4-tuple in base 8.
     codes = (idx * torch.tensor([512, 64, 8, 1])).sum(-1)
     counts = torch.bincount(codes, minlength=8 ** 4)
-    assert int((counts > 0).sum()) == 72
+    assert int((counts > 0).sum()) == 96
     assert_uniform(counts[counts > 0], P_FAIL)
 
 
