@@ -316,6 +316,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> balanced_sample_gather_autograd(
     const at::Tensor& features, const at::Tensor& labels, int64_t num_samples,
     double positive_fraction, int64_t negative_label, bool fill_positives,
     c10::optional<int64_t> seed, c10::optional<at::Generator> generator) {
+  if (!(features.requires_grad() && at::GradMode::is_enabled())) {
+    // Nothing to differentiate: skip the autograd node (and its bookkeeping).
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return balanced_sample_gather_forward(features, labels, num_samples, positive_fraction,
+                                          negative_label, fill_positives, std::move(seed),
+                                          std::move(generator));
+  }
   auto out = GatherFunction::apply(features, labels, num_samples, positive_fraction,
                                    negative_label, fill_positives, std::move(seed),
                                    std::move(generator));
