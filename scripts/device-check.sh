@@ -15,6 +15,7 @@ BUILD="${BUILD:-build-gpu}"
 MIN_TIME=0.3
 [ -n "${QUICK:-}" ] && MIN_TIME=0.1
 export PYTHONUNBUFFERED=1
+export TORCH_CUDA_ARCH_LIST="${TORCH_CUDA_ARCH_LIST:-9.0}"
 
 declare -a names statuses
 step() {  # step NAME LOGFILE COMMAND...: runs, logs, records pass/fail
@@ -47,10 +48,21 @@ step "ctest (core, api, baselines, CUDA kernels vs CPU, consumer)" ctest.log \
   ctest --test-dir "$BUILD" --output-on-failure
 step "pytest (all, CUDA included)" pytest.log \
   env PYTHONPATH="$PWD/$BUILD/python" "$PY" -m pytest -q -rs tests/python
-step "compute-sanitizer memcheck" memcheck.log compute-sanitizer --tool memcheck --error-exitcode 1 \
-  "$BUILD/tests/syncfree_cuda_tests" --gtest_filter='*Int64*'
-step "compute-sanitizer racecheck" racecheck.log compute-sanitizer --tool racecheck --error-exitcode 1 \
-  "$BUILD/tests/syncfree_cuda_tests" --gtest_filter='*Bool*'
+# compute-sanitizer on the standalone kernel tests, or on a small Python run
+# of the operator when GoogleTest (and so that binary) is not there.
+SANITIZE_PY=(env PYTHONPATH="$PWD/$BUILD/python" "$PY" -c \
+  "import torch, syncfree; l = torch.randint(-1, 3, (4, 70000), device='cuda'); syncfree.balanced_sample_gather(torch.randn(4, 70000, 8, device='cuda'), l, 700); syncfree.balanced_sample(l, 5000, seed=1); torch.cuda.synchronize()")
+if [ -x "$BUILD/tests/syncfree_cuda_tests" ]; then
+  SANITIZE_MEM=("$BUILD/tests/syncfree_cuda_tests" --gtest_filter='*Int64*')
+  SANITIZE_RACE=("$BUILD/tests/syncfree_cuda_tests" --gtest_filter='*Bool*')
+else
+  SANITIZE_MEM=("${SANITIZE_PY[@]}")
+  SANITIZE_RACE=("${SANITIZE_PY[@]}")
+fi
+step "compute-sanitizer memcheck" memcheck.log \
+  compute-sanitizer --tool memcheck --error-exitcode 1 "${SANITIZE_MEM[@]}"
+step "compute-sanitizer racecheck" racecheck.log \
+  compute-sanitizer --tool racecheck --error-exitcode 1 "${SANITIZE_RACE[@]}"
 step "benchmark C++ (cuda)" bench-gpu.log "$BUILD/syncfree_bench" --device cuda \
   --min-time "$MIN_TIME" --json "$OUT/bench-gpu.json"
 step "benchmark Python (cuda, torch.compile)" bench-gpu-python.log \
