@@ -64,7 +64,6 @@ class HostPermutation {
  public:
   static constexpr int64_t kApplyBatch = 256;
 
-
   HostPermutation() = default;
   explicit HostPermutation(const Permutation& perm) : perm_(perm) {
     if (!perm.is_small() || perm.size() == 0) return;

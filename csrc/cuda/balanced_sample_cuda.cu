@@ -11,7 +11,6 @@
 
 #include <mutex>
 
-#include "core/compact.h"
 #include "cuda/sampler.h"
 #include "ops/balanced_sample.h"
 
@@ -78,7 +77,7 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cuda(const at::Tensor& labels
   const int64_t rows = num_rows(labels);
   const int64_t n = labels.size(-1);
   if (rows == 0 || num_samples == 0) return {indices, valid};
-  TORCH_CHECK(n == 0 || rows * core::num_chunks(n) <= 0x7FFFFFFF,
+  TORCH_CHECK(cuda::shape_supported(rows, n),
               "syncfree.balanced_sample: labels too large for the CUDA backend: ", rows,
               " rows of ", n, " labels");
 

@@ -152,6 +152,10 @@ cudaError_t launch_typed(const SampleArgs& a, cudaStream_t stream) {
 
 }  // namespace
 
+bool shape_supported(int64_t rows, int64_t n) {
+  return n == 0 || rows * core::num_chunks(n) <= 0x7FFFFFFF;
+}
+
 size_t workspace_bytes(int64_t rows, int64_t n) {
   const int64_t chunks = core::num_chunks(n);
   return align16(static_cast<size_t>(rows * n) * 2) +
@@ -160,7 +164,7 @@ size_t workspace_bytes(int64_t rows, int64_t n) {
 
 cudaError_t launch_balanced_sample(const SampleArgs& a, cudaStream_t stream) {
   if (a.rows == 0 || a.params.num_samples == 0) return cudaSuccess;
-  if (a.n > 0 && a.rows * core::num_chunks(a.n) > 0x7FFFFFFF) return cudaErrorInvalidConfiguration;
+  if (!shape_supported(a.rows, a.n)) return cudaErrorInvalidConfiguration;
   switch (a.label_type) {
     case LabelType::kBool: return launch_typed<bool>(a, stream);
     case LabelType::kUInt8: return launch_typed<uint8_t>(a, stream);

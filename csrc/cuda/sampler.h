@@ -45,6 +45,10 @@ struct SampleArgs {
   void* workspace = nullptr;   // workspace_bytes(rows, n) bytes, 16-byte aligned
 };
 
+// Whether the kernels can take `rows` rows of `n` labels (one block per
+// 65536-label chunk: rows * ceil(n / 65536) blocks at most 2^31 - 1).
+bool shape_supported(int64_t rows, int64_t n);
+
 // Bytes of device workspace for `rows` rows of `n` labels.
 size_t workspace_bytes(int64_t rows, int64_t n);
 

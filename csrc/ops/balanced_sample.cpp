@@ -60,16 +60,30 @@ void check_generator_device(const c10::optional<at::Generator>& generator,
               ", got a generator on ", gen_device);
 }
 
+void check_gather_args(const at::Tensor& features, const at::Tensor& labels) {
+  TORCH_CHECK(features.defined(),
+              "syncfree.balanced_sample_gather: features must be a defined tensor");
+  TORCH_CHECK(labels.defined() && labels.dim() >= 1,
+              "syncfree.balanced_sample_gather: labels must have at least 1 dimension "
+              "(shape [..., N])");
+  const int64_t L = labels.dim();
+  bool shape_ok = features.dim() >= L;
+  for (int64_t d = 0; shape_ok && d < L; ++d) shape_ok = features.size(d) == labels.size(d);
+  TORCH_CHECK(shape_ok,
+              "syncfree.balanced_sample_gather: features must have shape [..., N, *F] whose "
+              "leading dimensions equal labels' shape ",
+              labels.sizes(), ", got features of shape ", features.sizes());
+  TORCH_CHECK(features.device() == labels.device(),
+              "syncfree.balanced_sample_gather: features and labels must be on the same device, "
+              "got features on ",
+              features.device(), " and labels on ", labels.device());
+}
+
 void check_gather_sampled_args(const at::Tensor& features, const at::Tensor& labels,
                                const at::Tensor& indices, const at::Tensor& valid) {
-  TORCH_CHECK(features.defined() && labels.defined() && indices.defined() && valid.defined(),
-              "syncfree._gather_sampled: every argument must be a defined tensor");
-  TORCH_CHECK(labels.dim() >= 1 && features.dim() >= labels.dim(),
-              "syncfree._gather_sampled: expected labels [..., N] and features [..., N, *F], got ",
-              labels.sizes(), " and ", features.sizes());
-  TORCH_CHECK(features.sizes().slice(0, static_cast<size_t>(labels.dim())) == labels.sizes(),
-              "syncfree._gather_sampled: features ", features.sizes(),
-              " do not start with labels' shape ", labels.sizes());
+  check_gather_args(features, labels);
+  TORCH_CHECK(indices.defined() && valid.defined(),
+              "syncfree._gather_sampled: indices and valid must be defined tensors");
   TORCH_CHECK(indices.scalar_type() == at::kLong && valid.scalar_type() == at::kBool,
               "syncfree._gather_sampled: indices must be int64 and valid bool, got ",
               indices.scalar_type(), " and ", valid.scalar_type());
@@ -79,8 +93,7 @@ void check_gather_sampled_args(const at::Tensor& features, const at::Tensor& lab
               "syncfree._gather_sampled: indices and valid must have shape labels.shape[:-1] + "
               "[K], got ",
               indices.sizes(), " and ", valid.sizes(), " for labels ", labels.sizes());
-  TORCH_CHECK(indices.device() == labels.device() && valid.device() == labels.device() &&
-                  features.device() == labels.device(),
+  TORCH_CHECK(indices.device() == labels.device() && valid.device() == labels.device(),
               "syncfree._gather_sampled: all tensors must be on the labels' device ",
               labels.device());
 }
@@ -213,25 +226,6 @@ std::tuple<at::Tensor, at::Tensor> call_gather_sampled(const at::Tensor& feature
                        .findSchemaOrThrow("syncfree::_gather_sampled", "")
                        .typed<GatherSampledFn>();
   return op.call(features, labels, indices, valid);
-}
-
-void check_gather_args(const at::Tensor& features, const at::Tensor& labels) {
-  TORCH_CHECK(features.defined(),
-              "syncfree.balanced_sample_gather: features must be a defined tensor");
-  TORCH_CHECK(labels.defined() && labels.dim() >= 1,
-              "syncfree.balanced_sample_gather: labels must have at least 1 dimension "
-              "(shape [..., N])");
-  const int64_t L = labels.dim();
-  bool shape_ok = features.dim() >= L;
-  for (int64_t d = 0; shape_ok && d < L; ++d) shape_ok = features.size(d) == labels.size(d);
-  TORCH_CHECK(shape_ok,
-              "syncfree.balanced_sample_gather: features must have shape [..., N, *F] whose "
-              "leading dimensions equal labels' shape ",
-              labels.sizes(), ", got features of shape ", features.sizes());
-  TORCH_CHECK(features.device() == labels.device(),
-              "syncfree.balanced_sample_gather: features and labels must be on the same device, "
-              "got features on ",
-              features.device(), " and labels on ", labels.device());
 }
 
 // balanced_sample, then _gather_sampled; also returns the indices (for backward).

@@ -28,8 +28,12 @@ at::Tensor flat_gather_index(const at::Tensor& indices, int64_t rows, int64_t n)
 void check_generator_device(const c10::optional<at::Generator>& generator,
                             const at::Device& device);
 
-// The arguments of _gather_sampled: indices int64 and valid bool, both of
-// shape labels.shape[:-1] + [K], on the labels' device.
+// features [..., N, *F] and labels [..., N] of balanced_sample_gather: shapes
+// that agree, one device.
+void check_gather_args(const at::Tensor& features, const at::Tensor& labels);
+
+// The arguments of _gather_sampled: check_gather_args, then indices int64 and
+// valid bool, both of shape labels.shape[:-1] + [K], on the labels' device.
 void check_gather_sampled_args(const at::Tensor& features, const at::Tensor& labels,
                                const at::Tensor& indices, const at::Tensor& valid);
 
