@@ -88,7 +88,7 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
 
   at::Tensor indices, valid;
   std::tie(indices, valid) = empty_sample_outputs(labels, num_samples);
-  const int64_t rows = num_rows(labels);
+  const int64_t rows = num_rows(labels).expect_int();
   const int64_t n = labels.size(-1);
   const int64_t k = num_samples;
   if (rows == 0 || k == 0) return {indices, valid};
@@ -155,10 +155,13 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_cpu(const at::Tensor& features
                                                       const at::Tensor& indices,
                                                       const at::Tensor& valid) {
   check_gather_sampled_args(features, labels, indices, valid);
-  const GatherShape g = gather_shape(features, labels, indices.size(-1));
-  const int64_t rows = g.rows, n = g.n, k = g.k, width = g.width;
-  at::Tensor out_features = at::empty(g.out_features, features.options());
-  at::Tensor out_labels = at::empty(output_sizes(labels, k), labels.options().dtype(at::kLong));
+  const int64_t rows = num_rows(labels).expect_int();
+  const int64_t n = labels.size(-1);
+  const int64_t k = indices.size(-1);
+  const int64_t width = feature_width(features, labels.dim()).expect_int();
+  at::Tensor out_features =
+      at::empty_symint(sampled_feature_sizes(features, labels, k), features.options());
+  at::Tensor out_labels = at::empty(indices.sizes(), labels.options().dtype(at::kLong));
   if (rows * k == 0) return {out_features, out_labels};
 
   const at::Tensor src = features.reshape({rows, n, width}).contiguous();

@@ -74,7 +74,7 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cuda(const at::Tensor& labels
 
   at::Tensor indices, valid;
   std::tie(indices, valid) = empty_sample_outputs(labels, num_samples);
-  const int64_t rows = num_rows(labels);
+  const int64_t rows = num_rows(labels).expect_int();
   const int64_t n = labels.size(-1);
   if (rows == 0 || num_samples == 0) return {indices, valid};
   TORCH_CHECK(cuda::shape_supported(rows, n),

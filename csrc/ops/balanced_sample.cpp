@@ -33,21 +33,30 @@ bool is_supported_label_dtype(at::ScalarType t) {
 
 }  // namespace
 
-int64_t num_rows(const at::Tensor& labels) {
-  int64_t rows = 1;
-  for (int64_t d = 0; d + 1 < labels.dim(); ++d) rows *= labels.size(d);
+c10::SymInt num_rows(const at::Tensor& labels) {
+  c10::SymInt rows = 1;
+  for (int64_t d = 0; d + 1 < labels.dim(); ++d) rows *= labels.sym_size(d);
   return rows;
 }
 
-std::vector<int64_t> output_sizes(const at::Tensor& labels, int64_t num_samples) {
-  std::vector<int64_t> sizes(labels.sizes().begin(), labels.sizes().end());
+std::vector<c10::SymInt> output_sizes(const at::Tensor& labels, int64_t num_samples) {
+  std::vector<c10::SymInt> sizes(labels.sym_sizes().begin(), labels.sym_sizes().end());
   sizes.back() = num_samples;
   return sizes;
 }
 
-at::Tensor flat_gather_index(const at::Tensor& indices, int64_t rows, int64_t n) {
-  const at::Tensor row_base = at::arange(rows, indices.options()).mul_(n).unsqueeze(1);
-  return (indices.reshape({rows, -1}).clamp_min(0) + row_base).reshape({-1});
+c10::SymInt feature_width(const at::Tensor& features, int64_t label_dim) {
+  c10::SymInt width = 1;
+  for (int64_t d = label_dim; d < features.dim(); ++d) width *= features.sym_size(d);
+  return width;
+}
+
+std::vector<c10::SymInt> sampled_feature_sizes(const at::Tensor& features,
+                                               const at::Tensor& labels, const c10::SymInt& k) {
+  const auto f = features.sym_sizes();
+  std::vector<c10::SymInt> sizes(f.begin(), f.end());
+  sizes[static_cast<size_t>(labels.dim() - 1)] = k;
+  return sizes;
 }
 
 void check_generator_device(const c10::optional<at::Generator>& generator,
@@ -68,11 +77,12 @@ void check_gather_args(const at::Tensor& features, const at::Tensor& labels) {
               "(shape [..., N])");
   const int64_t L = labels.dim();
   bool shape_ok = features.dim() >= L;
-  for (int64_t d = 0; shape_ok && d < L; ++d) shape_ok = features.size(d) == labels.size(d);
+  for (int64_t d = 0; shape_ok && d < L; ++d)
+    shape_ok = features.sym_size(d) == labels.sym_size(d);
   TORCH_CHECK(shape_ok,
               "syncfree.balanced_sample_gather: features must have shape [..., N, *F] whose "
               "leading dimensions equal labels' shape ",
-              labels.sizes(), ", got features of shape ", features.sizes());
+              labels.sym_sizes(), ", got features of shape ", features.sym_sizes());
   TORCH_CHECK(features.device() == labels.device(),
               "syncfree.balanced_sample_gather: features and labels must be on the same device, "
               "got features on ",
@@ -87,12 +97,13 @@ void check_gather_sampled_args(const at::Tensor& features, const at::Tensor& lab
   TORCH_CHECK(indices.scalar_type() == at::kLong && valid.scalar_type() == at::kBool,
               "syncfree._gather_sampled: indices must be int64 and valid bool, got ",
               indices.scalar_type(), " and ", valid.scalar_type());
-  TORCH_CHECK(indices.dim() == labels.dim() && valid.sizes() == indices.sizes() &&
-                  indices.sizes().slice(0, static_cast<size_t>(labels.dim() - 1)) ==
-                      labels.sizes().slice(0, static_cast<size_t>(labels.dim() - 1)),
+  const size_t lead = static_cast<size_t>(labels.dim() - 1);
+  TORCH_CHECK(indices.dim() == labels.dim() && valid.sym_sizes() == indices.sym_sizes() &&
+                  indices.sym_sizes().slice(0, lead) == labels.sym_sizes().slice(0, lead),
               "syncfree._gather_sampled: indices and valid must have shape labels.shape[:-1] + "
               "[K], got ",
-              indices.sizes(), " and ", valid.sizes(), " for labels ", labels.sizes());
+              indices.sym_sizes(), " and ", valid.sym_sizes(), " for labels ",
+              labels.sym_sizes());
   TORCH_CHECK(indices.device() == labels.device() && valid.device() == labels.device(),
               "syncfree._gather_sampled: all tensors must be on the labels' device ",
               labels.device());
@@ -101,21 +112,8 @@ void check_gather_sampled_args(const at::Tensor& features, const at::Tensor& lab
 std::tuple<at::Tensor, at::Tensor> empty_sample_outputs(const at::Tensor& labels,
                                                         int64_t num_samples) {
   const auto sizes = output_sizes(labels, num_samples);
-  return {at::empty(sizes, labels.options().dtype(at::kLong)),
-          at::empty(sizes, labels.options().dtype(at::kBool))};
-}
-
-GatherShape gather_shape(const at::Tensor& features, const at::Tensor& labels, int64_t k) {
-  GatherShape g;
-  g.rows = num_rows(labels);
-  g.n = labels.size(-1);
-  g.k = k;
-  const auto feature_shape = features.sizes().slice(static_cast<size_t>(labels.dim()));
-  g.width = 1;
-  for (const int64_t s : feature_shape) g.width *= s;
-  g.out_features = output_sizes(labels, k);
-  g.out_features.insert(g.out_features.end(), feature_shape.begin(), feature_shape.end());
-  return g;
+  return {at::empty_symint(sizes, labels.options().dtype(at::kLong)),
+          at::empty_symint(sizes, labels.options().dtype(at::kBool))};
 }
 
 core::SampleParams check_sample_args(const at::Tensor& labels, int64_t num_samples,
@@ -141,8 +139,8 @@ core::SampleParams check_sample_args(const at::Tensor& labels, int64_t num_sampl
               negative_label);
   TORCH_CHECK(!(seed.has_value() && generator.has_value() && generator->defined()),
               "syncfree.balanced_sample: seed and generator are mutually exclusive, got both");
-  const int64_t rows = num_rows(labels);
-  TORCH_CHECK(rows == 0 || num_samples <= std::numeric_limits<int64_t>::max() / rows,
+  const c10::SymInt rows = num_rows(labels);
+  TORCH_CHECK(num_samples == 0 || rows <= std::numeric_limits<int64_t>::max() / num_samples,
               "syncfree.balanced_sample: the output would have ", rows, " x ", num_samples,
               " elements, more than int64 can index");
   core::SampleParams p;
@@ -158,26 +156,37 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_generic(const at::Tensor& feat
                                                           const at::Tensor& indices,
                                                           const at::Tensor& valid) {
   check_gather_sampled_args(features, labels, indices, valid);
-  const GatherShape g = gather_shape(features, labels, indices.size(-1));
-  const int64_t rows = g.rows, n = g.n, k = g.k;
+  const int64_t rows = num_rows(labels).expect_int();
+  const int64_t n = labels.size(-1);
+  const int64_t k = indices.size(-1);
+  const int64_t width = feature_width(features, labels.dim()).expect_int();
+  const auto out_sizes = sampled_feature_sizes(features, labels, k);
   if (n == 0) {  // nothing to gather from: every slot is invalid
-    return {at::zeros(g.out_features, features.options()),
-            at::full(output_sizes(labels, k), -1, labels.options().dtype(at::kLong))};
+    return {at::zeros_symint(out_sizes, features.options()),
+            at::full_symint(output_sizes(labels, k), -1, labels.options().dtype(at::kLong))};
   }
-  // Invalid slots read row element 0, then are masked.
-  const at::Tensor flat = flat_gather_index(indices, rows, n);
-  const at::Tensor invalid = valid.logical_not();
-  std::vector<int64_t> mask_shape = output_sizes(labels, k);
-  mask_shape.resize(g.out_features.size(), 1);
-  return {features.reshape({rows * n, g.width})
-              .index_select(0, flat)
-              .reshape(g.out_features)
-              .masked_fill_(invalid.reshape(mask_shape), 0),
-          labels.reshape({rows * n})
-              .index_select(0, flat)
+  // Invalid slots read their row's element 0, then are masked.
+  const at::Tensor index = indices.reshape({rows, k}).clamp_min(0);
+  const at::Tensor invalid = valid.reshape({rows, k}).logical_not();
+  return {features.reshape({rows, n, width})
+              .gather(1, index.unsqueeze(2).expand({rows, k, width}))
+              .masked_fill_(invalid.unsqueeze(2), 0)
+              .reshape_symint(out_sizes),
+          labels.reshape({rows, n})
+              .gather(1, index)
               .to(at::kLong)
-              .reshape(output_sizes(labels, k))
-              .masked_fill_(invalid, -1)};
+              .masked_fill_(invalid, -1)
+              .reshape_symint(output_sizes(labels, k))};
+}
+
+std::tuple<at::Tensor, at::Tensor> gather_sampled_meta(const at::Tensor& features,
+                                                       const at::Tensor& labels,
+                                                       const at::Tensor& indices,
+                                                       const at::Tensor& valid) {
+  check_gather_sampled_args(features, labels, indices, valid);
+  const c10::SymInt k = indices.sym_size(-1);
+  return {at::empty_symint(sampled_feature_sizes(features, labels, k), features.options()),
+          at::empty_symint(indices.sym_sizes(), labels.options().dtype(at::kLong))};
 }
 
 namespace {
@@ -259,7 +268,10 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> balanced_sample_gather_forward(
 }
 
 // Autograd: d sampled_features / d features scatters each valid slot's
-// gradient back to its row (index_add), so it works on every backend.
+// gradient back to its row (scatter_add), so it works on every backend. The
+// valid slots of a row hold distinct indices and invalid slots add zeros, so
+// the sum has no order dependence. Sizes are SymInts: under torch.compile the
+// forward and backward run on fake tensors whose sizes may be symbolic.
 class GatherFunction : public torch::autograd::Function<GatherFunction> {
  public:
   static torch::autograd::variable_list forward(
@@ -271,9 +283,7 @@ class GatherFunction : public torch::autograd::Function<GatherFunction> {
                                         negative_label, fill_positives, std::move(seed),
                                         std::move(generator));
     ctx->save_for_backward({r.indices, r.valid});
-    ctx->saved_data["features_sizes"] = features.sizes();
-    ctx->saved_data["rows"] = num_rows(labels);
-    ctx->saved_data["n"] = labels.size(-1);
+    ctx->saved_data["n"] = labels.sym_size(-1);
     ctx->mark_non_differentiable({r.labels, r.valid});
     return {r.features, r.labels, r.valid};
   }
@@ -283,23 +293,24 @@ class GatherFunction : public torch::autograd::Function<GatherFunction> {
     const auto saved = ctx->get_saved_variables();
     const at::Tensor& indices = saved[0];
     const at::Tensor& valid = saved[1];
-    const std::vector<int64_t> sizes = ctx->saved_data["features_sizes"].toIntVector();
-    const int64_t rows = ctx->saved_data["rows"].toInt();
-    const int64_t n = ctx->saved_data["n"].toInt();
+    const c10::SymInt n = ctx->saved_data["n"].toSymInt();
     const at::Tensor& grad = grads[0];
     at::Tensor grad_features;
     if (grad.defined()) {
-      const int64_t k = indices.size(-1);
-      int64_t width = 1;
-      for (size_t d = static_cast<size_t>(indices.dim()); d < sizes.size(); ++d)
-        width *= sizes[d];
-      grad_features = at::zeros(sizes, grad.options());
-      if (n > 0 && rows * k > 0) {
-        const at::Tensor flat = flat_gather_index(indices, rows, n);
-        const at::Tensor g = grad.reshape({rows * k, width})
-                                 .masked_fill(valid.reshape({rows * k, 1}).logical_not(), 0);
-        grad_features = grad_features.reshape({rows * n, width}).index_add(0, flat, g).reshape(sizes);
-      }
+      // features: indices.shape[:-1] + [n] + F; grad: indices.shape + F.
+      std::vector<c10::SymInt> sizes(grad.sym_sizes().begin(), grad.sym_sizes().end());
+      sizes[static_cast<size_t>(indices.dim() - 1)] = n;
+      const c10::SymInt rows = num_rows(indices);
+      const c10::SymInt k = indices.sym_size(-1);
+      const c10::SymInt width = feature_width(grad, indices.dim());
+      const at::Tensor index = indices.reshape_symint({rows, k, 1})
+                                   .clamp_min(0)
+                                   .expand_symint({rows, k, width});
+      const at::Tensor g = grad.reshape_symint({rows, k, width})
+                               .masked_fill(valid.reshape_symint({rows, k, 1}).logical_not(), 0);
+      grad_features = at::zeros_symint({rows, n, width}, grad.options());
+      if (n > 0) grad_features.scatter_add_(1, index, g);  // n == 0: every slot is invalid
+      grad_features = grad_features.view_symint(sizes);
     }
     return {grad_features, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
             at::Tensor(),  at::Tensor(), at::Tensor()};
@@ -369,9 +380,10 @@ TORCH_LIBRARY_IMPL(syncfree, CPU, m) {
 
 TORCH_LIBRARY_IMPL(syncfree, Meta, m) {
   m.impl("balanced_sample", TORCH_FN(syncfree::ops::balanced_sample_meta));
+  m.impl("_gather_sampled", TORCH_FN(syncfree::ops::gather_sampled_meta));
 }
 
-// Any backend without a kernel of its own (Meta included) gathers with ATen ops.
+// Any backend without a kernel of its own gathers with ATen ops.
 TORCH_LIBRARY_IMPL(syncfree, CompositeExplicitAutograd, m) {
   m.impl("balanced_sample_gather", TORCH_FN(syncfree::ops::balanced_sample_gather_forward));
   m.impl("_gather_sampled", TORCH_FN(syncfree::ops::gather_sampled_generic));

@@ -19,10 +19,6 @@ core::SampleParams check_sample_args(const at::Tensor& labels, int64_t num_sampl
                                      bool fill_positives, const c10::optional<int64_t>& seed,
                                      const c10::optional<at::Generator>& generator);
 
-// Row-major indices into features viewed as [rows * n, ...] for the slots'
-// indices [..., K]; invalid slots (-1) point at their row's element 0.
-at::Tensor flat_gather_index(const at::Tensor& indices, int64_t rows, int64_t n);
-
 // A generator given for a call must live on the labels' device (type and
 // index). Called by the backends that draw from generators.
 void check_generator_device(const c10::optional<at::Generator>& generator,
@@ -37,23 +33,28 @@ void check_gather_args(const at::Tensor& features, const at::Tensor& labels);
 void check_gather_sampled_args(const at::Tensor& features, const at::Tensor& labels,
                                const at::Tensor& indices, const at::Tensor& valid);
 
+// Shapes are computed as SymInts so that the same code serves the Meta
+// kernels under torch.compile with dynamic shapes (where sizes may be
+// symbolic) and the real kernels (where they are plain integers: backends
+// take .expect_int()).
+
 // Shape of the outputs: labels.shape[:-1] + [num_samples].
-std::vector<int64_t> output_sizes(const at::Tensor& labels, int64_t num_samples);
+std::vector<c10::SymInt> output_sizes(const at::Tensor& labels, int64_t num_samples);
 
 // Number of rows: the product of labels.shape[:-1] (1 for 1-d labels).
-int64_t num_rows(const at::Tensor& labels);
+c10::SymInt num_rows(const at::Tensor& labels);
 
 // Uninitialized (indices int64, valid bool) of shape labels.shape[:-1] + [num_samples].
 std::tuple<at::Tensor, at::Tensor> empty_sample_outputs(const at::Tensor& labels,
                                                         int64_t num_samples);
 
-// Shapes of the gather: features [..., N, *F] viewed as [rows, n, width],
-// sampled features of shape labels.shape[:-1] + [k] + F.
-struct GatherShape {
-  int64_t rows, n, k, width;
-  std::vector<int64_t> out_features;
-};
-GatherShape gather_shape(const at::Tensor& features, const at::Tensor& labels, int64_t k);
+// Shape of the sampled features: labels.shape[:-1] + [k] + F for features
+// [..., N, *F].
+std::vector<c10::SymInt> sampled_feature_sizes(const at::Tensor& features,
+                                               const at::Tensor& labels, const c10::SymInt& k);
+
+// The product of F (1 when features has labels' shape).
+c10::SymInt feature_width(const at::Tensor& features, int64_t label_dim);
 
 // Backend kernels (registered in balanced_sample.cpp and the backend files).
 std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
@@ -65,11 +66,16 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
 
 // The gather step: sampled features [..., K, *F] and int64 labels [..., K]
 // for (indices, valid) from balanced_sample; zero features and label -1 in
-// invalid slots. A generic version built from ATen ops, and a fused CPU one.
+// invalid slots. A generic version built from ATen ops (for backends without
+// a kernel of their own), a shape-only Meta one and a fused CPU one.
 std::tuple<at::Tensor, at::Tensor> gather_sampled_generic(const at::Tensor& features,
                                                           const at::Tensor& labels,
                                                           const at::Tensor& indices,
                                                           const at::Tensor& valid);
+std::tuple<at::Tensor, at::Tensor> gather_sampled_meta(const at::Tensor& features,
+                                                       const at::Tensor& labels,
+                                                       const at::Tensor& indices,
+                                                       const at::Tensor& valid);
 std::tuple<at::Tensor, at::Tensor> gather_sampled_cpu(const at::Tensor& features,
                                                       const at::Tensor& labels,
                                                       const at::Tensor& indices,

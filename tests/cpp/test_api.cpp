@@ -102,6 +102,18 @@ TEST(Api, FusedCpuGatherEqualsGenericGather) {
     EXPECT_TRUE(std::get<0>(fused2).equal(std::get<0>(generic2)));
     EXPECT_TRUE(std::get<1>(fused2).equal(std::get<1>(generic2)));
   }
+  // 1-d bool labels, and rows with no labels at all (every slot invalid).
+  for (const int64_t n : {int64_t{0}, int64_t{30}}) {
+    const at::Tensor labels = at::randint(0, 2, {n}, at::kLong).to(at::kBool);
+    const at::Tensor features = at::randn({n, 4});
+    at::Tensor indices, valid;
+    std::tie(indices, valid) = syncfree::balanced_sample(labels, 8, syncfree::SampleOptions().seed(2));
+    auto fused = syncfree::ops::gather_sampled_cpu(features, labels, indices, valid);
+    auto generic = syncfree::ops::gather_sampled_generic(features, labels, indices, valid);
+    EXPECT_TRUE(std::get<0>(fused).equal(std::get<0>(generic)));
+    EXPECT_TRUE(std::get<1>(fused).equal(std::get<1>(generic)));
+    EXPECT_EQ(std::get<0>(generic).sizes(), at::IntArrayRef({8, 4}));
+  }
 }
 
 // The CPU operator (parallel phases, any strides) returns what the core's

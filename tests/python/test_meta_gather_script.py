@@ -76,6 +76,37 @@ def test_gather_passes_gradients_to_features():
     assert bool((features.grad[0, 3] == 0).all())  # the ignored element
 
 
+@pytest.mark.parametrize("lead, F", [((3,), (2, 3)), ((2, 2), ()), ((), (4,))])
+def test_gather_gradient_in_every_row(lead, F):
+    gen = torch.Generator().manual_seed(5)
+    labels = torch.randint(-1, 2, lead + (12,), generator=gen)
+    features = torch.randn(lead + (12,) + F, dtype=torch.float64, requires_grad=True)
+    K = 14  # more than the candidates: some slots are invalid
+    f, _, v = syncfree.balanced_sample_gather(features, labels, K, seed=9)
+    weights = torch.randn(f.shape, dtype=torch.float64, generator=gen)
+    (f * weights).sum().backward()
+    idx, valid = syncfree.balanced_sample(labels, K, seed=9)
+    B = labels[..., 0].numel() if labels.dim() > 1 else 1
+    expected = torch.zeros((B, 12) + F, dtype=torch.float64)
+    w, i, ok = weights.reshape((B, K) + F), idx.reshape(B, K), valid.reshape(B, K)
+    for b in range(B):
+        for s in range(K):
+            if ok[b, s]:
+                expected[b, i[b, s]] += w[b, s]
+    assert bool((~valid).any())
+    assert torch.equal(features.grad, expected.reshape(features.shape))
+    assert torch.autograd.gradcheck(
+        lambda x: syncfree.balanced_sample_gather(x, labels, K, seed=9)[0], (features.detach().requires_grad_(),)
+    )
+
+
+def test_gather_gradient_of_empty_rows_is_zero():
+    features = torch.randn(2, 0, 3, requires_grad=True)
+    f, _, v = syncfree.balanced_sample_gather(features, torch.zeros(2, 0, dtype=torch.int64), 4)
+    f.sum().backward()
+    assert features.grad.shape == (2, 0, 3) and not bool(v.any())
+
+
 def test_torchscript_function_calls_the_ops():
     @torch.jit.script
     def sample(labels: torch.Tensor, features: torch.Tensor):

@@ -52,3 +52,24 @@ def test_compile_draws_from_the_generator_like_eager():
     assert not torch.equal(eager[0], eager[1])
     for e, c in zip(eager, comp):
         assert torch.equal(e, c)
+
+
+@needs_compile
+def test_compile_dynamic_shapes_forward_and_backward():
+    # dynamic=True traces with symbolic sizes (what torch.compile switches to
+    # when shapes change between calls): one graph serves every N and batch.
+    def step(features, labels):
+        f, l, v = syncfree.balanced_sample_gather(features, labels, 8, 0.5, seed=6)
+        return (f * f).sum(), l
+
+    compiled = torch.compile(step, fullgraph=True, dynamic=True)
+    for rows, n in [(4, 200), (3, 57), (6, 1000)]:
+        labels = torch.randint(-1, 2, (rows, n))
+        x = torch.randn(rows, n, 3, requires_grad=True)
+        y = x.detach().clone().requires_grad_()
+        loss_c, l_c = compiled(x, labels)
+        loss_e, l_e = step(y, labels)
+        loss_c.backward()
+        loss_e.backward()
+        assert torch.allclose(loss_c, loss_e) and torch.equal(l_c, l_e)
+        assert torch.allclose(x.grad, y.grad)

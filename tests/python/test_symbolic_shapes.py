@@ -1,0 +1,101 @@
+"""Symbolic (dynamic) shapes: the Meta kernels work on fake tensors whose sizes
+are symbolic, as torch.compile(dynamic=True) and torch.export produce them.
+
+Tracing uses make_fx(tracing_mode="symbolic"). torch 2.x runs a custom op's C++
+Meta kernel on such tensors by itself. torch 1.13's fake tensors run only an
+allow-list of C++ Meta kernels there, so on 1.13 these tests add the syncfree
+ops to that list: the kernels under test are the same, only the gate differs.
+torch 1.13 cannot trace a C++ autograd Function symbolically (its
+VariableInfo reads concrete sizes), so the backward is traced on 2.x only.
+"""
+import pytest
+import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import syncfree
+
+OPS = [
+    torch.ops.syncfree.balanced_sample.default,
+    torch.ops.syncfree.balanced_sample_gather.default,
+    torch.ops.syncfree._gather_sampled.default,
+]
+ALLOW_LIST = "functions_with_cpp_meta_impl_that_support_symint"  # torch 1.13 only
+TORCH_1 = isinstance(getattr(FakeTensorMode, ALLOW_LIST, None), property)
+
+
+@pytest.fixture
+def symbolic(monkeypatch):
+    if TORCH_1:
+        allowed = getattr(FakeTensorMode, ALLOW_LIST)
+        monkeypatch.setattr(FakeTensorMode, ALLOW_LIST, property(lambda self: allowed.fget(self) + OPS))
+
+    def trace(fn, *args):
+        return make_fx(fn, tracing_mode="symbolic")(*args)
+
+    return trace
+
+
+def is_symbolic(dim):
+    return not isinstance(dim, int)
+
+
+def test_sample_keeps_batch_dims_symbolic(symbolic):
+    shapes = []
+
+    def fn(labels):
+        idx, valid = torch.ops.syncfree.balanced_sample(labels, 8, 0.25, seed=3)
+        shapes.append((tuple(idx.shape), tuple(valid.shape)))
+        return idx, valid
+
+    graph = symbolic(fn, torch.randint(-1, 3, (4, 5, 100)))
+    (idx_shape, valid_shape), = shapes
+    assert [is_symbolic(d) for d in idx_shape] == [True, True, False] and idx_shape[2] == 8
+    assert [is_symbolic(d) for d in valid_shape] == [True, True, False]
+    for shape in [(4, 5, 100), (2, 7, 33), (1, 1, 1)]:  # one graph, other shapes
+        labels = torch.randint(-1, 3, shape)
+        got = graph(labels)
+        want = syncfree.balanced_sample(labels, 8, 0.25, seed=3)
+        assert all(torch.equal(g, w) for g, w in zip(got, want))
+
+
+def test_gather_keeps_all_dims_symbolic(symbolic):
+    shapes = []
+
+    def fn(features, labels):
+        out = torch.ops.syncfree.balanced_sample_gather(features, labels, 8, 0.5, seed=4)
+        shapes.append([tuple(t.shape) for t in out])
+        return out
+
+    graph = symbolic(fn, torch.randn(3, 100, 5), torch.randint(-1, 3, (3, 100)))
+    (f_shape, l_shape, v_shape), = shapes
+    assert [is_symbolic(d) for d in f_shape] == [True, False, True] and f_shape[1] == 8
+    assert [is_symbolic(d) for d in l_shape] == [True, False]
+    assert [is_symbolic(d) for d in v_shape] == [True, False]
+    for rows, n, width in [(3, 100, 5), (2, 40, 3), (5, 7, 2)]:
+        features, labels = torch.randn(rows, n, width), torch.randint(-1, 3, (rows, n))
+        got = graph(features, labels)
+        want = syncfree.balanced_sample_gather(features, labels, 8, 0.5, seed=4)
+        assert all(torch.equal(g, w) for g, w in zip(got, want))
+
+
+def test_shape_checks_still_fire_on_symbolic_sizes(symbolic):
+    def fn(features, labels):
+        return torch.ops.syncfree.balanced_sample_gather(features, labels, 8, seed=1)
+
+    with pytest.raises(RuntimeError, match=r"features must have shape \[\.\.\., N, \*F\]"):
+        symbolic(fn, torch.randn(3, 100, 5), torch.randint(-1, 3, (3, 101)))
+
+
+@pytest.mark.skipif(TORCH_1, reason="torch 1.13's autograd reads concrete sizes of a C++ Function's inputs")
+def test_backward_traces_with_symbolic_sizes(symbolic):
+    def fn(features, labels):
+        f, _, _ = torch.ops.syncfree.balanced_sample_gather(features, labels, 8, seed=2)
+        return torch.autograd.grad((f * f).sum(), features)
+
+    features = torch.randn(3, 50, 4, requires_grad=True)
+    graph = symbolic(fn, features, torch.randint(-1, 3, (3, 50)))
+    for rows, n in [(3, 50), (2, 20)]:
+        features = torch.randn(rows, n, 4, requires_grad=True)
+        labels = torch.randint(-1, 3, (rows, n))
+        assert torch.allclose(graph(features, labels)[0], fn(features, labels)[0])
