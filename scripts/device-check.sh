@@ -53,8 +53,8 @@ step "pytest (all, CUDA included)" pytest.log \
 SANITIZE_PY=(env PYTHONPATH="$PWD/$BUILD/python" "$PY" -c \
   "import torch, syncfree; l = torch.randint(-1, 3, (4, 70000), device='cuda'); syncfree.balanced_sample_gather(torch.randn(4, 70000, 8, device='cuda'), l, 700); syncfree.balanced_sample(l, 5000, seed=1); torch.cuda.synchronize()")
 if [ -x "$BUILD/tests/syncfree_cuda_tests" ]; then
-  SANITIZE_MEM=("$BUILD/tests/syncfree_cuda_tests" --gtest_filter='*Int64*')
-  SANITIZE_RACE=("$BUILD/tests/syncfree_cuda_tests" --gtest_filter='*Bool*')
+  SANITIZE_MEM=("$BUILD/tests/syncfree_cuda_tests" --gtest_filter='*SanitizerCase*')
+  SANITIZE_RACE=("$BUILD/tests/syncfree_cuda_tests" --gtest_filter='*SanitizerCase*')
 else
   SANITIZE_MEM=("${SANITIZE_PY[@]}")
   SANITIZE_RACE=("${SANITIZE_PY[@]}")

@@ -1,7 +1,8 @@
-// CUDA backend of syncfree::balanced_sample: the torch adapter around the
-// framework-free launcher (sampler.h). Device guard, current stream,
-// workspace from the caching allocator (sized from shapes only), graph-safe
-// Philox state from the CUDA generator under its mutex, launch check.
+// CUDA backend of syncfree::balanced_sample and of the gather step: the torch
+// adapter around the framework-free launchers (sampler.h). Device guard,
+// current stream, workspace from the caching allocator (sized from shapes
+// only), graph-safe Philox state from the CUDA generator under its mutex,
+// launch checks.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
@@ -83,8 +84,10 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cuda(const at::Tensor& labels
 
   // Strided labels are made contiguous (one copy); the kernels read [rows, n].
   const at::Tensor flat = labels.reshape({rows, n}).contiguous();
-  at::Tensor workspace = at::empty({static_cast<int64_t>(cuda::workspace_bytes(rows, n))},
-                                   labels.options().dtype(at::kByte));
+  const size_t workspace_bytes = cuda::workspace_bytes(rows, n);
+  at::Tensor workspace;  // none for short rows (one launch, shared memory)
+  if (workspace_bytes > 0)
+    workspace = at::empty({static_cast<int64_t>(workspace_bytes)}, labels.options().dtype(at::kByte));
   cuda::SampleArgs args;
   args.labels = flat.data_ptr();
   args.label_type = label_type(labels.scalar_type());
@@ -94,7 +97,7 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cuda(const at::Tensor& labels
   args.random = random;
   args.indices = indices.data_ptr<int64_t>();
   args.valid = valid.data_ptr<bool>();
-  args.workspace = workspace.data_ptr();
+  args.workspace = workspace_bytes > 0 ? workspace.data_ptr() : nullptr;
   const cudaError_t err =
       cuda::launch_balanced_sample(args, at::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(err == cudaSuccess, "syncfree.balanced_sample: CUDA launch failed: ",
@@ -103,10 +106,58 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cuda(const at::Tensor& labels
   return {indices, valid};
 }
 
+// The gather in one launch. Features are viewed as [rows, n, width] (copied
+// only when that view needs a copy or the width is strided), labels as
+// [rows, n].
+std::tuple<at::Tensor, at::Tensor> gather_sampled_cuda(const at::Tensor& features,
+                                                       const at::Tensor& labels,
+                                                       const at::Tensor& indices,
+                                                       const at::Tensor& valid) {
+  check_gather_sampled_args(features, labels, indices, valid);
+  const c10::cuda::CUDAGuard guard(labels.device());
+  const int64_t rows = num_rows(labels).expect_int();
+  const int64_t n = labels.size(-1);
+  const int64_t k = indices.size(-1);
+  const int64_t width = feature_width(features, labels.dim()).expect_int();
+  at::Tensor out_features =
+      at::empty_symint(sampled_feature_sizes(features, labels, k), features.options());
+  at::Tensor out_labels = at::empty(indices.sizes(), labels.options().dtype(at::kLong));
+  if (rows * k == 0) return {out_features, out_labels};
+
+  at::Tensor src = features.reshape({rows, n, width});
+  if (width > 1 && src.stride(2) != 1) src = src.contiguous();
+  const at::Tensor lab = labels.reshape({rows, n});
+  const at::Tensor idx = indices.contiguous();
+  const at::Tensor ok = valid.contiguous();
+  const int64_t element = static_cast<int64_t>(features.element_size());
+  cuda::GatherArgs args;
+  args.features = src.data_ptr();
+  args.feature_row_stride = src.stride(0) * element;
+  args.feature_item_stride = src.stride(1) * element;
+  args.item_bytes = width * element;
+  args.labels = lab.data_ptr();
+  args.label_type = label_type(labels.scalar_type());
+  args.label_row_stride = lab.stride(0);
+  args.label_item_stride = lab.stride(1);
+  args.indices = idx.data_ptr<int64_t>();
+  args.valid = ok.data_ptr<bool>();
+  args.rows = rows;
+  args.n = n;
+  args.k = k;
+  args.out_features = out_features.data_ptr();
+  args.out_labels = out_labels.data_ptr<int64_t>();
+  const cudaError_t err = cuda::launch_gather(args, at::cuda::getCurrentCUDAStream().stream());
+  TORCH_CHECK(err == cudaSuccess, "syncfree._gather_sampled: CUDA launch failed: ",
+              cudaGetErrorString(err));
+  C10_CUDA_KERNEL_LAUNCH_CHECK();
+  return {out_features, out_labels};
+}
+
 }  // namespace
 }  // namespace ops
 }  // namespace syncfree
 
 TORCH_LIBRARY_IMPL(syncfree, CUDA, m) {
   m.impl("balanced_sample", TORCH_FN(syncfree::ops::balanced_sample_cuda));
+  m.impl("_gather_sampled", TORCH_FN(syncfree::ops::gather_sampled_cuda));
 }

@@ -15,6 +15,7 @@ namespace {
 constexpr int kCompactThreads = 512;
 constexpr int kCompactItems = 16;  // per thread and round: 8192 labels a round
 constexpr int kSlotThreads = 256;
+constexpr int kGatherThreads = 256;
 constexpr int64_t kMaxSlotBlocks = int64_t{1} << 20;
 
 size_t align16(size_t bytes) { return (bytes + 15) / 16 * 16; }
@@ -36,24 +37,16 @@ Layout layout(void* workspace, int64_t rows, int64_t n) {
   return l;
 }
 
-// One block per (row, chunk): order-preserving compaction of the chunk into
-// its part of the workspace (positives' offsets at the front, negatives' at
-// the back in reverse), the same layout the CPU writes, and the chunk's
-// class counts at prefix[c + 1].
-template <typename T>
-__global__ void __launch_bounds__(kCompactThreads)
-    compact_kernel(const T* __restrict__ labels, int64_t n, int64_t chunks, int64_t negative_label,
-                   Layout out) {
-  using Scan = cub::BlockScan<uint32_t, kCompactThreads>;
-  __shared__ typename Scan::TempStorage temp;
-  const int64_t unit = blockIdx.x;
-  const int64_t r = unit / chunks;
-  const int64_t c = unit % chunks;
-  const int64_t start = c * core::kChunk;
-  const int64_t len = (n - start) < core::kChunk ? (n - start) : core::kChunk;
-  const T* row = labels + r * n + start;
-  uint16_t* work = out.work + r * n + start;
+using BlockScan = cub::BlockScan<uint32_t, kCompactThreads>;
 
+// Block-wide, order-preserving compaction of row[0..len) (len <= kChunk)
+// into work[0..len) (global or shared memory): positives' offsets at the
+// front, negatives' at the back in reverse, the layout the CPU writes. Every
+// thread gets the class counts.
+template <typename T>
+__device__ void compact_block(const T* __restrict__ row, int64_t len, int64_t negative_label,
+                              uint16_t* work, BlockScan::TempStorage& temp, int64_t* num_pos,
+                              int64_t* num_neg) {
   int64_t pos_total = 0;
   int64_t neg_total = 0;
   for (int64_t round = 0; round < len; round += kCompactThreads * kCompactItems) {
@@ -70,7 +63,7 @@ __global__ void __launch_bounds__(kCompactThreads)
     }
     // Per-round counts are below 2^16: scan both classes in one word.
     uint32_t before, total;
-    Scan(temp).ExclusiveSum(np | (nq << 16), before, total);
+    BlockScan(temp).ExclusiveSum(np | (nq << 16), before, total);
     int64_t p = pos_total + (before & 0xFFFF);
     int64_t q = neg_total + (before >> 16);
 #pragma unroll
@@ -82,6 +75,68 @@ __global__ void __launch_bounds__(kCompactThreads)
     neg_total += total >> 16;
     __syncthreads();  // temp is reused by the next round
   }
+  *num_pos = pos_total;
+  *num_neg = neg_total;
+}
+
+// The call's seed and offset: from the arguments, or (inside a CUDA graph)
+// read on the device.
+__device__ void set_random(const RandomSource& random, core::SampleParams* params) {
+  if (random.seed_ptr != nullptr) {
+    params->seed = static_cast<uint64_t>(*random.seed_ptr);
+    params->offset = static_cast<uint64_t>(*random.offset_ptr) + random.offset_extra;
+  } else {
+    params->seed = random.seed;
+    params->offset = random.offset;
+  }
+}
+
+// Index held by slot s of a row (-1 when the slot is invalid).
+__device__ int64_t slot_index(const core::RowPlan& plan, const core::CompactRow& row, int64_t s) {
+  if (s >= plan.quota.valid()) return -1;
+  const core::Pick pick = core::pick_slot(plan, s);
+  return row.index_of(pick.rank, pick.positive);
+}
+
+// One launch for rows of n <= kOneLaunchMaxN labels: block r compacts row r
+// into shared memory, then its threads fill the row's slots.
+template <typename T>
+__global__ void __launch_bounds__(kCompactThreads)
+    row_kernel(const T* __restrict__ labels, int64_t n, core::SampleParams params,
+               RandomSource random, int64_t* __restrict__ indices, bool* __restrict__ valid) {
+  __shared__ BlockScan::TempStorage temp;
+  __shared__ uint16_t work[kOneLaunchMaxN];
+  const int64_t r = blockIdx.x;
+  int64_t pos_prefix[2] = {0, 0};
+  int64_t neg_prefix[2] = {0, 0};
+  compact_block(labels + r * n, n, params.negative_label, work, temp, &pos_prefix[1],
+                &neg_prefix[1]);  // ends with __syncthreads(): work is complete
+  set_random(random, &params);
+  const core::CompactRow row{work, pos_prefix, neg_prefix, n, 1};
+  const core::RowPlan plan = core::make_row_plan(params, r, pos_prefix[1], neg_prefix[1]);
+  const int64_t k = params.num_samples;
+  for (int64_t s = threadIdx.x; s < k; s += blockDim.x) {
+    const int64_t index = slot_index(plan, row, s);
+    indices[r * k + s] = index;
+    valid[r * k + s] = index >= 0;
+  }
+}
+
+// One block per (row, chunk): compaction of the chunk into its part of the
+// workspace, and the chunk's class counts at prefix[c + 1].
+template <typename T>
+__global__ void __launch_bounds__(kCompactThreads)
+    compact_kernel(const T* __restrict__ labels, int64_t n, int64_t chunks, int64_t negative_label,
+                   Layout out) {
+  __shared__ BlockScan::TempStorage temp;
+  const int64_t unit = blockIdx.x;
+  const int64_t r = unit / chunks;
+  const int64_t c = unit % chunks;
+  const int64_t start = c * core::kChunk;
+  const int64_t len = (n - start) < core::kChunk ? (n - start) : core::kChunk;
+  int64_t pos_total, neg_total;
+  compact_block(labels + r * n + start, len, negative_label, out.work + r * n + start, temp,
+                &pos_total, &neg_total);
   if (threadIdx.x == 0) {
     out.pos_prefix[r * (chunks + 1) + c + 1] = pos_total;
     out.neg_prefix[r * (chunks + 1) + c + 1] = neg_total;
@@ -100,38 +155,37 @@ __global__ void prefix_kernel(int64_t rows, Layout out) {
 __global__ void __launch_bounds__(kSlotThreads)
     slots_kernel(int64_t rows, int64_t n, core::SampleParams params, RandomSource random,
                  Layout in, int64_t* __restrict__ indices, bool* __restrict__ valid) {
-  if (random.seed_ptr != nullptr) {
-    params.seed = static_cast<uint64_t>(*random.seed_ptr);
-    params.offset = static_cast<uint64_t>(*random.offset_ptr) + random.offset_extra;
-  } else {
-    params.seed = random.seed;
-    params.offset = random.offset;
-  }
+  set_random(random, &params);
   const int64_t k = params.num_samples;
   const int64_t total = rows * k;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < total;
        g += stride) {
     const int64_t r = g / k;
-    const int64_t s = g % k;
     int64_t index = -1;
-    if (n > 0) {
+    if (n > 0) {  // n == 0: no compaction ran; every slot is invalid
       const core::CompactRow row{in.work + r * n, in.pos_prefix + r * (in.chunks + 1),
                                  in.neg_prefix + r * (in.chunks + 1), n, in.chunks};
       const core::RowPlan plan =
           core::make_row_plan(params, r, row.num_positive(), row.num_negative());
-      if (s < plan.quota.valid()) {
-        const core::Pick pick = core::pick_slot(plan, s);
-        index = row.index_of(pick.rank, pick.positive);
-      }
+      index = slot_index(plan, row, g % k);
     }
     indices[g] = index;
     valid[g] = index >= 0;
   }
 }
 
+bool one_launch(int64_t n, bool force_multi_launch) {
+  return n <= kOneLaunchMaxN && !force_multi_launch;
+}
+
 template <typename T>
 cudaError_t launch_typed(const SampleArgs& a, cudaStream_t stream) {
+  if (one_launch(a.n, a.force_multi_launch)) {
+    row_kernel<T><<<static_cast<unsigned>(a.rows), kCompactThreads, 0, stream>>>(
+        static_cast<const T*>(a.labels), a.n, a.params, a.random, a.indices, a.valid);
+    return cudaGetLastError();
+  }
   const Layout l = layout(a.workspace, a.rows, a.n);
   if (a.n > 0) {
     compact_kernel<T><<<static_cast<unsigned>(a.rows * l.chunks), kCompactThreads, 0, stream>>>(
@@ -150,13 +204,87 @@ cudaError_t launch_typed(const SampleArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
+// The gather: thread g copies unit g % units of slot g / units (units of
+// sizeof(U) bytes per item), and the slot's first unit also writes its label.
+// Index arithmetic in Index (32 bits when everything fits).
+template <typename U, typename T, typename Index>
+__global__ void __launch_bounds__(kGatherThreads) gather_kernel(GatherArgs a, Index units) {
+  const Index total = static_cast<Index>(a.rows * a.k) * units;
+  const Index stride = static_cast<Index>(gridDim.x) * blockDim.x;
+  const char* features = static_cast<const char*>(a.features);
+  const T* labels = static_cast<const T*>(a.labels);
+  U* out = static_cast<U*>(a.out_features);
+  const Index k = static_cast<Index>(a.k);
+  for (Index g = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; g < total;
+       g += stride) {
+    const Index slot = g / units;
+    const Index j = g - slot * units;
+    const Index r = slot / k;
+    const int64_t i = a.indices[slot];
+    const bool ok = a.valid[slot] && i >= 0 && i < a.n;
+    if (a.item_bytes > 0) {
+      U v{};
+      if (ok) {
+        v = *reinterpret_cast<const U*>(features + static_cast<int64_t>(r) * a.feature_row_stride +
+                                        i * a.feature_item_stride +
+                                        static_cast<int64_t>(j) * sizeof(U));
+      }
+      out[g] = v;
+    }
+    if (j == 0) {
+      a.out_labels[slot] =
+          ok ? static_cast<int64_t>(labels[static_cast<int64_t>(r) * a.label_row_stride +
+                                           i * a.label_item_stride])
+             : -1;
+    }
+  }
+}
+
+template <typename U, typename T>
+cudaError_t launch_gather_typed(const GatherArgs& a, cudaStream_t stream) {
+  // Items of zero bytes still need one thread per slot for the label.
+  const int64_t units = a.item_bytes > 0 ? a.item_bytes / static_cast<int64_t>(sizeof(U)) : 1;
+  const int64_t total = a.rows * a.k * units;
+  int64_t blocks = (total + kGatherThreads - 1) / kGatherThreads;
+  if (blocks > kMaxSlotBlocks) blocks = kMaxSlotBlocks;
+  if (total <= 0x7FFFFFFF) {
+    gather_kernel<U, T, uint32_t><<<static_cast<unsigned>(blocks), kGatherThreads, 0, stream>>>(
+        a, static_cast<uint32_t>(units));
+  } else {
+    gather_kernel<U, T, int64_t><<<static_cast<unsigned>(blocks), kGatherThreads, 0, stream>>>(
+        a, units);
+  }
+  return cudaGetLastError();
+}
+
+// The widest unit (16, 8, 4, 2 or 1 bytes) that divides the item size, both
+// strides and the base addresses, so every load and store is aligned.
+template <typename T>
+cudaError_t launch_gather_unit(const GatherArgs& a, cudaStream_t stream) {
+  const uint64_t bits = static_cast<uint64_t>(a.item_bytes) |
+                        static_cast<uint64_t>(a.feature_row_stride) |
+                        static_cast<uint64_t>(a.feature_item_stride) |
+                        reinterpret_cast<uintptr_t>(a.features) |
+                        reinterpret_cast<uintptr_t>(a.out_features) | 16;
+  switch (bits & (~bits + 1)) {  // lowest set bit
+    case 16: return launch_gather_typed<uint4, T>(a, stream);
+    case 8: return launch_gather_typed<uint2, T>(a, stream);
+    case 4: return launch_gather_typed<uint32_t, T>(a, stream);
+    case 2: return launch_gather_typed<uint16_t, T>(a, stream);
+    default: return launch_gather_typed<uint8_t, T>(a, stream);
+  }
+}
+
 }  // namespace
 
 bool shape_supported(int64_t rows, int64_t n) {
-  return n == 0 || rows * core::num_chunks(n) <= 0x7FFFFFFF;
+  // One block per row (one-launch path) or per (row, chunk).
+  const int64_t chunks = n == 0 ? 1 : core::num_chunks(n);
+  return rows <= 0x7FFFFFFF / chunks;
 }
 
-size_t workspace_bytes(int64_t rows, int64_t n) {
+size_t workspace_bytes(int64_t rows, int64_t n, bool force_multi_launch) {
+  if (one_launch(n, force_multi_launch)) return 0;
   const int64_t chunks = core::num_chunks(n);
   return align16(static_cast<size_t>(rows * n) * 2) +
          2 * static_cast<size_t>(rows * (chunks + 1)) * sizeof(int64_t);
@@ -172,6 +300,19 @@ cudaError_t launch_balanced_sample(const SampleArgs& a, cudaStream_t stream) {
     case LabelType::kInt16: return launch_typed<int16_t>(a, stream);
     case LabelType::kInt32: return launch_typed<int32_t>(a, stream);
     case LabelType::kInt64: return launch_typed<int64_t>(a, stream);
+  }
+  return cudaErrorInvalidValue;
+}
+
+cudaError_t launch_gather(const GatherArgs& a, cudaStream_t stream) {
+  if (a.rows == 0 || a.k == 0) return cudaSuccess;
+  switch (a.label_type) {
+    case LabelType::kBool: return launch_gather_unit<bool>(a, stream);
+    case LabelType::kUInt8: return launch_gather_unit<uint8_t>(a, stream);
+    case LabelType::kInt8: return launch_gather_unit<int8_t>(a, stream);
+    case LabelType::kInt16: return launch_gather_unit<int16_t>(a, stream);
+    case LabelType::kInt32: return launch_gather_unit<int32_t>(a, stream);
+    case LabelType::kInt64: return launch_gather_unit<int64_t>(a, stream);
   }
   return cudaErrorInvalidValue;
 }

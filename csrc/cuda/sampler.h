@@ -2,11 +2,13 @@
 // parameter struct and a stream; no torch header. The torch adapter
 // (balanced_sample_cuda.cu) and the standalone CUDA tests both call it.
 //
-// Same algorithm and same bits as the CPU backend (csrc/core): an
-// order-preserving compaction of every (row, 65536-label chunk) into a uint16
-// workspace, per-row prefix sums of the chunk counts, then one thread per
-// output slot evaluating the row plan. Counts stay on the device; nothing is
-// read back; the workspace size depends on the shapes only.
+// Same algorithm and same bits as the CPU backend (csrc/core). Rows of at
+// most kOneLaunchMaxN labels take one launch: a block per row compacts the
+// row into shared memory, then its threads fill the row's slots. Longer rows
+// take three: an order-preserving compaction of every (row, 65536-label
+// chunk) into a uint16 workspace, per-row prefix sums of the chunk counts,
+// then one thread per output slot evaluating the row plan. Counts stay on the
+// device; nothing is read back; the workspace size depends on the shapes only.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -33,6 +35,10 @@ struct RandomSource {
   uint64_t offset_extra = 0;
 };
 
+// Rows of at most this many labels are sampled in one launch, without
+// workspace (their compaction fits in 32 KB of shared memory).
+constexpr int64_t kOneLaunchMaxN = 16384;
+
 struct SampleArgs {
   const void* labels = nullptr;  // [rows, n], contiguous
   LabelType label_type = LabelType::kInt64;
@@ -42,19 +48,48 @@ struct SampleArgs {
   RandomSource random;
   int64_t* indices = nullptr;  // [rows, num_samples]
   bool* valid = nullptr;       // [rows, num_samples]
-  void* workspace = nullptr;   // workspace_bytes(rows, n) bytes, 16-byte aligned
+  void* workspace = nullptr;   // workspace_bytes(rows, n, ...) bytes, 16-byte aligned
+  // Take the three-launch path whatever n is (tests and benchmarks compare
+  // the two paths; the results are the same).
+  bool force_multi_launch = false;
+};
+
+// Features and labels of the gather, and the slots chosen by the sampler.
+// Strides are in bytes for features and in elements for labels; the F
+// features of one item are contiguous (item_bytes bytes).
+struct GatherArgs {
+  const void* features = nullptr;
+  int64_t feature_row_stride = 0;   // bytes from row r to row r + 1
+  int64_t feature_item_stride = 0;  // bytes from item i to item i + 1
+  int64_t item_bytes = 0;           // bytes of one item's features
+  const void* labels = nullptr;
+  LabelType label_type = LabelType::kInt64;
+  int64_t label_row_stride = 0;
+  int64_t label_item_stride = 0;
+  const int64_t* indices = nullptr;  // [rows, k], contiguous
+  const bool* valid = nullptr;       // [rows, k], contiguous
+  int64_t rows = 0, n = 0, k = 0;
+  void* out_features = nullptr;  // [rows, k] items of item_bytes, contiguous
+  int64_t* out_labels = nullptr;  // [rows, k]
 };
 
 // Whether the kernels can take `rows` rows of `n` labels (one block per
 // 65536-label chunk: rows * ceil(n / 65536) blocks at most 2^31 - 1).
 bool shape_supported(int64_t rows, int64_t n);
 
-// Bytes of device workspace for `rows` rows of `n` labels.
-size_t workspace_bytes(int64_t rows, int64_t n);
+// Bytes of device workspace for `rows` rows of `n` labels (0 when the rows
+// take the one-launch path).
+size_t workspace_bytes(int64_t rows, int64_t n, bool force_multi_launch = false);
 
 // Enqueues the sampling kernels on `stream`; returns the launch status.
 // Requires rows * num_samples and rows * n to fit in int64.
 cudaError_t launch_balanced_sample(const SampleArgs& args, cudaStream_t stream);
+
+// Enqueues the gather (one launch): slot s of row r gets item indices[r, s]'s
+// features and label (as int64) when valid[r, s], zero features and label -1
+// otherwise. A valid slot whose index is outside [0, n) is treated as invalid
+// (never read out of bounds; the sampler never produces one).
+cudaError_t launch_gather(const GatherArgs& args, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace syncfree

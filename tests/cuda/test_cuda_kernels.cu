@@ -40,19 +40,23 @@ void reference(const std::vector<T>& labels, int64_t rows, int64_t n, const core
 
 template <typename T>
 void run_gpu(const std::vector<T>& labels, int64_t rows, int64_t n, const core::SampleParams& p,
-             cuda::LabelType type, bool from_device, std::vector<int64_t>* indices,
-             std::vector<char>* valid) {
+             cuda::LabelType type, bool from_device, bool multi_launch,
+             std::vector<int64_t>* indices, std::vector<char>* valid) {
   const int64_t k = p.num_samples;
   void *d_labels = nullptr, *d_work = nullptr;
   int64_t *d_indices = nullptr, *d_rng = nullptr;
   bool* d_valid = nullptr;
-  const size_t ws = cuda::workspace_bytes(rows, n);
+  const size_t ws = cuda::workspace_bytes(rows, n, multi_launch);
   CUDA_OK(cudaMalloc(&d_labels, std::max<size_t>(labels.size() * sizeof(T), 1)));
   CUDA_OK(cudaMalloc(&d_work, std::max<size_t>(ws, 1)));
   CUDA_OK(cudaMalloc(&d_indices, std::max<size_t>(static_cast<size_t>(rows * k) * 8, 1)));
   CUDA_OK(cudaMalloc(&d_valid, std::max<size_t>(static_cast<size_t>(rows * k), 1)));
   CUDA_OK(cudaMalloc(&d_rng, 2 * sizeof(int64_t)));
   CUDA_OK(cudaMemcpy(d_labels, labels.data(), labels.size() * sizeof(T), cudaMemcpyHostToDevice));
+  // Poisoned outputs and workspace: every output must be written by the kernels.
+  CUDA_OK(cudaMemset(d_indices, 0x5A, std::max<size_t>(static_cast<size_t>(rows * k) * 8, 1)));
+  CUDA_OK(cudaMemset(d_valid, 0x5A, std::max<size_t>(static_cast<size_t>(rows * k), 1)));
+  CUDA_OK(cudaMemset(d_work, 0x5A, std::max<size_t>(ws, 1)));
   cuda::SampleArgs a;
   a.labels = d_labels;
   a.label_type = type;
@@ -72,6 +76,7 @@ void run_gpu(const std::vector<T>& labels, int64_t rows, int64_t n, const core::
   a.indices = d_indices;
   a.valid = d_valid;
   a.workspace = d_work;
+  a.force_multi_launch = multi_launch;
   CUDA_OK(cuda::launch_balanced_sample(a, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   indices->assign(static_cast<size_t>(rows * k), 0);
@@ -84,13 +89,27 @@ void run_gpu(const std::vector<T>& labels, int64_t rows, int64_t n, const core::
     CUDA_OK(cudaFree(ptr));
 }
 
+struct Shape {
+  int64_t rows, n;
+};
+
+// Both sides of the one-launch limit, and of the chunk size.
+const std::vector<Shape> kShapes = {{1, 1000},
+                                    {7, 300},
+                                    {3, 0},
+                                    {2, 3 * core::kChunk + 17},
+                                    {64, 129},
+                                    {1, 100000},
+                                    {5, 5},
+                                    {3, cuda::kOneLaunchMaxN},
+                                    {2, cuda::kOneLaunchMaxN + 1},
+                                    {2, core::kChunk}};
+
 template <typename T>
-void check_equal(cuda::LabelType type, uint64_t seed) {
+void check_equal(cuda::LabelType type, uint64_t seed, const std::vector<Shape>& shapes = kShapes) {
   std::mt19937_64 rng(seed);
-  const int64_t shapes[][2] = {{1, 1000}, {7, 300}, {3, 0}, {2, 3 * core::kChunk + 17},
-                               {64, 129}, {1, 100000}, {5, 5}};
-  for (const auto& shape : shapes) {
-    const int64_t rows = shape[0], n = shape[1];
+  for (const Shape& shape : shapes) {
+    const int64_t rows = shape.rows, n = shape.n;
     std::vector<T> labels(static_cast<size_t>(rows * n));
     for (auto& v : labels) v = static_cast<T>(static_cast<int64_t>(rng() % 4) - (std::is_signed<T>::value ? 1 : 0));
     for (int64_t k : {int64_t{0}, int64_t{1}, int64_t{7}, n / 10 + 1, n + 3}) {
@@ -105,9 +124,12 @@ void check_equal(cuda::LabelType type, uint64_t seed) {
       std::vector<char> want_valid, got_valid;
       reference(labels, rows, n, p, &want, &want_valid);
       for (bool from_device : {false, true}) {
-        run_gpu(labels, rows, n, p, type, from_device, &got, &got_valid);
-        ASSERT_EQ(got, want) << "rows=" << rows << " n=" << n << " k=" << k;
-        ASSERT_EQ(got_valid, want_valid) << "rows=" << rows << " n=" << n << " k=" << k;
+        for (bool multi_launch : {false, true}) {
+          run_gpu(labels, rows, n, p, type, from_device, multi_launch, &got, &got_valid);
+          ASSERT_EQ(got, want) << "rows=" << rows << " n=" << n << " k=" << k
+                               << " multi_launch=" << multi_launch;
+          ASSERT_EQ(got_valid, want_valid) << "rows=" << rows << " n=" << n << " k=" << k;
+        }
       }
     }
   }
@@ -142,7 +164,105 @@ TEST(CudaKernels, BoolLabelsMatchTheCpu) {
   std::vector<char> want_valid, got_valid;
   // Bool and uint8 {0,1} labels with negative_label 0 classify identically.
   reference(as_bytes, rows, n, p, &want, &want_valid);
-  run_gpu(as_bytes, rows, n, p, cuda::LabelType::kBool, false, &got, &got_valid);
+  run_gpu(as_bytes, rows, n, p, cuda::LabelType::kBool, false, false, &got, &got_valid);
   EXPECT_EQ(got, want);
   EXPECT_EQ(got_valid, want_valid);
+}
+
+namespace {
+
+// The gather against a host loop: item_bytes of every width class (zero,
+// odd, 2, 4, 8, 16-byte multiples), padded rows and items (strides larger
+// than the data), labels of two types, invalid and out-of-range slots.
+template <typename T>
+void check_gather(cuda::LabelType type, int64_t item_bytes, int64_t item_pad, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  const int64_t rows = 3, n = 50, k = 20;
+  const int64_t item_stride = item_bytes + item_pad;
+  const int64_t row_stride = n * item_stride + 16;
+  std::vector<uint8_t> features(static_cast<size_t>(rows * row_stride));
+  for (auto& b : features) b = static_cast<uint8_t>(rng());
+  std::vector<T> labels(static_cast<size_t>(rows * n));
+  for (auto& v : labels) v = static_cast<T>(rng() % 3);
+  std::vector<int64_t> indices(static_cast<size_t>(rows * k));
+  std::vector<uint8_t> valid(indices.size());
+  for (size_t s = 0; s < indices.size(); ++s) {
+    indices[s] = static_cast<int64_t>(rng() % (n + 4)) - 2;  // some outside [0, n)
+    valid[s] = rng() % 4 != 0;
+  }
+  // Host reference.
+  std::vector<uint8_t> want_features(static_cast<size_t>(rows * k * item_bytes), 0);
+  std::vector<int64_t> want_labels(indices.size(), -1);
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t s = 0; s < k; ++s) {
+      const int64_t i = indices[r * k + s];
+      if (!valid[r * k + s] || i < 0 || i >= n) continue;
+      std::copy_n(features.begin() + r * row_stride + i * item_stride, item_bytes,
+                  want_features.begin() + (r * k + s) * item_bytes);
+      want_labels[r * k + s] = static_cast<int64_t>(labels[r * n + i]);
+    }
+  }
+  void *d_features, *d_labels, *d_out;
+  int64_t *d_indices, *d_out_labels;
+  bool* d_valid;
+  CUDA_OK(cudaMalloc(&d_features, features.size()));
+  CUDA_OK(cudaMalloc(&d_labels, labels.size() * sizeof(T)));
+  CUDA_OK(cudaMalloc(&d_indices, indices.size() * 8));
+  CUDA_OK(cudaMalloc(&d_valid, valid.size()));
+  CUDA_OK(cudaMalloc(&d_out, std::max<size_t>(want_features.size(), 1)));
+  CUDA_OK(cudaMalloc(&d_out_labels, indices.size() * 8));
+  CUDA_OK(cudaMemcpy(d_features, features.data(), features.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d_labels, labels.data(), labels.size() * sizeof(T), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d_indices, indices.data(), indices.size() * 8, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d_valid, valid.data(), valid.size(), cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemset(d_out, 0xA5, std::max<size_t>(want_features.size(), 1)));  // poison
+  CUDA_OK(cudaMemset(d_out_labels, 0xA5, indices.size() * 8));
+  cuda::GatherArgs a;
+  a.features = d_features;
+  a.feature_row_stride = row_stride;
+  a.feature_item_stride = item_stride;
+  a.item_bytes = item_bytes;
+  a.labels = d_labels;
+  a.label_type = type;
+  a.label_row_stride = n;
+  a.label_item_stride = 1;
+  a.indices = d_indices;
+  a.valid = d_valid;
+  a.rows = rows;
+  a.n = n;
+  a.k = k;
+  a.out_features = d_out;
+  a.out_labels = d_out_labels;
+  CUDA_OK(cuda::launch_gather(a, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
+  std::vector<uint8_t> got_features(want_features.size());
+  std::vector<int64_t> got_labels(want_labels.size());
+  CUDA_OK(cudaMemcpy(got_features.data(), d_out, got_features.size(), cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(got_labels.data(), d_out_labels, got_labels.size() * 8, cudaMemcpyDeviceToHost));
+  EXPECT_EQ(got_features, want_features) << "item_bytes=" << item_bytes << " pad=" << item_pad;
+  EXPECT_EQ(got_labels, want_labels) << "item_bytes=" << item_bytes << " pad=" << item_pad;
+  for (void* ptr : {d_features, d_labels, static_cast<void*>(d_indices),
+                    static_cast<void*>(d_valid), d_out, static_cast<void*>(d_out_labels)})
+    CUDA_OK(cudaFree(ptr));
+}
+
+}  // namespace
+
+TEST(CudaKernels, GatherMatchesAHostLoop) {
+  SKIP_WITHOUT_GPU();
+  uint64_t seed = 10;
+  for (int64_t item_bytes : {0, 1, 3, 4, 6, 8, 12, 16, 64, 80}) {
+    for (int64_t pad : {0, 4, 16}) {
+      check_gather<int64_t>(cuda::LabelType::kInt64, item_bytes, pad, seed++);
+      check_gather<int8_t>(cuda::LabelType::kInt8, item_bytes, pad, seed++);
+    }
+  }
+}
+
+// A small run of both sampling paths and the gather, for compute-sanitizer
+// (memcheck, racecheck) in scripts/device-check.sh.
+TEST(CudaKernels, SanitizerCase) {
+  SKIP_WITHOUT_GPU();
+  check_equal<int32_t>(cuda::LabelType::kInt32, 20, {{3, 1000}, {2, cuda::kOneLaunchMaxN + 1}, {2, 0}});
+  check_gather<int64_t>(cuda::LabelType::kInt64, 12, 4, 21);
 }

@@ -22,7 +22,8 @@ def labels_on(device, shape, dtype, gen):
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_cuda_equals_cpu_bit_for_bit(dtype):
     gen = torch.Generator().manual_seed(0)
-    for shape in [(1000,), (4, 300), (2, 3, 129), (2, 3 * 65536 + 17), (3, 0), (64, 5)]:
+    # 16384 / 16385: both sides of the one-launch limit of the kernels.
+    for shape in [(1000,), (4, 300), (2, 3, 129), (2, 3 * 65536 + 17), (3, 0), (64, 5), (2, 16384), (2, 16385)]:
         labels = labels_on("cpu", shape, dtype, gen)
         for K in [0, 1, 7, shape[-1] // 10 + 1, shape[-1] + 3]:
             for fill in [False, True]:
@@ -45,6 +46,26 @@ def test_cuda_invariants_and_gather():
     assert torch.equal(f.detach().cpu(), cf) and torch.equal(l.cpu(), cl) and torch.equal(v.cpu(), cv)
     f.sum().backward()
     assert features.grad is not None and float(features.grad.sum()) == float(v.sum()) * 16
+
+
+@cuda
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.int8])
+@pytest.mark.parametrize("F, strided", [((16,), False), ((3,), True), ((), False), ((2, 5), False), ((7,), False)])
+def test_cuda_gather_equals_cpu(dtype, F, strided):
+    gen = torch.Generator().manual_seed(2)
+    labels = labels_on("cpu", (2, 3, 700), dtype, gen)
+    features = torch.randn((2, 3) + F + (700,), generator=gen).movedim(-1, 2)
+    if not strided:
+        features = features.contiguous()
+    for K in [1, 90, 800]:
+        cpu = syncfree.balanced_sample_gather(features, labels, K, 0.4, seed=8)
+        gpu = syncfree.balanced_sample_gather(features.cuda(), labels.cuda(), K, 0.4, seed=8)
+        assert all(torch.equal(g.cpu(), c) for g, c in zip(gpu, cpu)), (F, strided, K)
+        # The generic ATen gather (for backends without a kernel) agrees on CUDA too.
+        idx, valid = syncfree.balanced_sample(labels.cuda(), K, 0.4, seed=8)
+        op = torch.ops.syncfree._gather_sampled.default
+        generic = op._op_dk(torch._C.DispatchKey.CompositeExplicitAutograd, features.cuda(), labels.cuda(), idx, valid)
+        assert all(torch.equal(g, c.cuda()) for g, c in zip(generic, cpu[:2]))
 
 
 @cuda
@@ -109,6 +130,33 @@ def test_cuda_graph_replays_draw_fresh_samples_matching_eager():
 
 
 @cuda
+def test_cuda_graph_of_the_gather_with_long_rows():
+    # Long rows take the three-launch path with a workspace from the allocator.
+    labels = torch.randint(-1, 2, (2, 70000), device="cuda")
+    features = torch.randn(2, 70000, 8, device="cuda")
+    torch.cuda.manual_seed(12)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            syncfree.balanced_sample_gather(features, labels, 700)
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = syncfree.balanced_sample_gather(features, labels, 700)
+    state = torch.cuda.get_rng_state()
+    replays = []
+    for _ in range(2):
+        graph.replay()
+        replays.append([t.clone() for t in out])
+    torch.cuda.set_rng_state(state)
+    for r in replays:
+        e = syncfree.balanced_sample_gather(features, labels, 700)
+        assert all(torch.equal(x, y) for x, y in zip(r, e))
+    assert not torch.equal(replays[0][0], replays[1][0])
+
+
+@cuda
 @pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.compile needs torch >= 2.0")
 @pytest.mark.parametrize("mode", [None, "reduce-overhead"])
 def test_cuda_compile(mode):
@@ -124,6 +172,23 @@ def test_cuda_compile(mode):
         a, la = compiled(features, labels)
     b, lb = step(features, labels)
     assert torch.allclose(a, b) and torch.equal(la, lb)
+
+
+@cuda
+@pytest.mark.skipif(not hasattr(torch, "compile"), reason="torch.compile needs torch >= 2.0")
+def test_cuda_compile_dynamic_shapes_with_backward():
+    def step(features, labels):
+        f, l, v = syncfree.balanced_sample_gather(features, labels, 32, 0.25, seed=4)
+        return (f * f).sum()
+
+    compiled = torch.compile(step, fullgraph=True, dynamic=True)
+    for rows, n in [(4, 3000), (3, 1100), (5, 20000)]:
+        labels = torch.randint(-1, 2, (rows, n), device="cuda")
+        x = torch.randn(rows, n, 8, device="cuda", requires_grad=True)
+        y = x.detach().clone().requires_grad_()
+        compiled(x, labels).backward()
+        step(y, labels).backward()
+        assert torch.allclose(x.grad, y.grad)
 
 
 @cuda
