@@ -6,8 +6,17 @@
 #
 #   scripts/device-check.sh            # everything, a few minutes on an H200
 #   QUICK=1 scripts/device-check.sh    # shorter benchmark runs
+#   scripts/device-check.sh --prepare  # on a Debian machine with libgtest-dev:
+#                                      # copies GoogleTest's sources to .deps/ so
+#                                      # that a GPU machine without GoogleTest
+#                                      # builds the C++ tests (copy .deps along)
 set -uo pipefail
 cd "$(dirname "$0")/.."
+if [ "${1:-}" = "--prepare" ]; then
+  rm -rf .deps/googletest && mkdir -p .deps && cp -r /usr/src/googletest .deps/googletest &&
+    echo "copied /usr/src/googletest to .deps/googletest"
+  exit
+fi
 OUT="${OUT:-$PWD/device-out}"
 mkdir -p "$OUT"
 PY="${PYTHON:-python3}"
@@ -40,9 +49,12 @@ step() {  # step NAME LOGFILE COMMAND...: runs, logs, records pass/fail
 cat "$OUT/machine.txt"
 
 TORCH_PREFIX="$("$PY" -c 'import torch; print(torch.utils.cmake_prefix_path)')"
+GTEST_SRC=""
+[ -d .deps/googletest ] && GTEST_SRC="$PWD/.deps/googletest"
 step "configure" configure.log cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
   -DPython3_EXECUTABLE="$(command -v "$PY")" -DSYNCFREE_WITH_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$TORCH_PREFIX"
+  -DCMAKE_CUDA_ARCHITECTURES=90 -DCMAKE_PREFIX_PATH="$TORCH_PREFIX" \
+  ${GTEST_SRC:+-DSYNCFREE_GTEST_SOURCE_DIR="$GTEST_SRC"}
 step "build" build.log cmake --build "$BUILD" -j "$(nproc)"
 step "ctest (core, api, baselines, CUDA kernels vs CPU, consumer)" ctest.log \
   ctest --test-dir "$BUILD" --output-on-failure
