@@ -53,6 +53,21 @@ SYNCFREE_HD int bits_for(int64_t n) {
   return m;
 }
 
+// Whether element a (with sort key ka) precedes element b (key kb) in the
+// small construction: by key, ties by element.
+SYNCFREE_HD bool key_before(uint64_t ka, int64_t a, uint64_t kb, int64_t b) {
+  return ka < kb || (ka == kb && a < b);
+}
+
+// perm(x) of the small construction from all n element keys (keys[j] being
+// Permutation::small_key(j)): for backends that compute the keys once and
+// tabulate the permutation (the CUDA one-launch kernel).
+SYNCFREE_HD int64_t small_rank_from_keys(const uint64_t* keys, int64_t n, int64_t x) {
+  int64_t rank = 0;
+  for (int64_t j = 0; j < n; ++j) rank += key_before(keys[j], j, keys[x], x);
+  return rank;
+}
+
 class Permutation {
  public:
   SYNCFREE_HD Permutation() : key_(0), n_(0), lo_bits_(0), hi_bits_(0), round_keys_{} {}
@@ -112,10 +127,7 @@ class Permutation {
   SYNCFREE_HD int64_t small_rank(int64_t x) const {
     const uint64_t kx = small_key(x);
     int64_t rank = 0;
-    for (int64_t j = 0; j < n_; ++j) {
-      const uint64_t kj = small_key(j);
-      rank += (kj < kx) || (kj == kx && j < x);
-    }
+    for (int64_t j = 0; j < n_; ++j) rank += key_before(small_key(j), j, kx, x);
     return rank;
   }
 

@@ -98,14 +98,47 @@ __device__ int64_t slot_index(const core::RowPlan& plan, const core::CompactRow&
   return row.index_of(pick.rank, pick.positive);
 }
 
+// A row permutation as the one-launch kernel evaluates it: small ones
+// (exact construction, O(n) per evaluation) are tabulated in shared memory
+// once per block; the others evaluate the Feistel network.
+struct BlockPermutation {
+  const core::Permutation* perm;
+  const uint8_t* table;  // perm(x) = table[x] when not null (n <= 128)
+  __device__ int64_t operator()(int64_t x) const { return table ? table[x] : (*perm)(x); }
+};
+
+// Tabulates the small ones among a row's (up to) three permutations into
+// table[p][0..n): keys first, then each element's rank, one thread per
+// element. Every thread of the block calls it (it synchronizes).
+__device__ void tabulate_small(const core::Permutation* const perms[3], const bool used[3],
+                               uint64_t (*keys)[core::kSmallDomain],
+                               uint8_t (*table)[core::kSmallDomain]) {
+  for (int p = 0; p < 3; ++p) {
+    if (!used[p] || !perms[p]->is_small()) continue;
+    for (int64_t j = threadIdx.x; j < perms[p]->size(); j += blockDim.x)
+      keys[p][j] = perms[p]->small_key(j);
+  }
+  __syncthreads();
+  for (int p = 0; p < 3; ++p) {
+    if (!used[p] || !perms[p]->is_small()) continue;
+    const int64_t n = perms[p]->size();
+    for (int64_t x = threadIdx.x; x < n; x += blockDim.x)
+      table[p][x] = static_cast<uint8_t>(core::small_rank_from_keys(keys[p], n, x));
+  }
+  __syncthreads();
+}
+
 // One launch for rows of n <= kOneLaunchMaxN labels: block r compacts row r
-// into shared memory, then its threads fill the row's slots.
+// into shared memory, tabulates the row's small permutations, then its
+// threads fill the row's slots.
 template <typename T>
 __global__ void __launch_bounds__(kCompactThreads)
     row_kernel(const T* __restrict__ labels, int64_t n, core::SampleParams params,
                RandomSource random, int64_t* __restrict__ indices, bool* __restrict__ valid) {
   __shared__ BlockScan::TempStorage temp;
   __shared__ uint16_t work[kOneLaunchMaxN];
+  __shared__ uint64_t keys[3][core::kSmallDomain];
+  __shared__ uint8_t table[3][core::kSmallDomain];
   const int64_t r = blockIdx.x;
   int64_t pos_prefix[2] = {0, 0};
   int64_t neg_prefix[2] = {0, 0};
@@ -113,10 +146,21 @@ __global__ void __launch_bounds__(kCompactThreads)
                 &neg_prefix[1]);  // ends with __syncthreads(): work is complete
   set_random(random, &params);
   const core::CompactRow row{work, pos_prefix, neg_prefix, n, 1};
+  // Every thread builds the same plan (no divergence in tabulate_small).
   const core::RowPlan plan = core::make_row_plan(params, r, pos_prefix[1], neg_prefix[1]);
+  const core::Permutation* const perms[3] = {&plan.slots, &plan.positives, &plan.negatives};
+  const bool used[3] = {plan.permute_slots, plan.pick_positives, plan.pick_negatives};
+  tabulate_small(perms, used, keys, table);
+  BlockPermutation bp[3];
+  for (int p = 0; p < 3; ++p)
+    bp[p] = {perms[p], used[p] && perms[p]->is_small() ? table[p] : nullptr};
   const int64_t k = params.num_samples;
   for (int64_t s = threadIdx.x; s < k; s += blockDim.x) {
-    const int64_t index = slot_index(plan, row, s);
+    int64_t index = -1;
+    if (s < plan.quota.valid()) {
+      const core::Pick pick = core::pick_slot(plan, bp[0], bp[1], bp[2], s);
+      index = row.index_of(pick.rank, pick.positive);
+    }
     indices[r * k + s] = index;
     valid[r * k + s] = index >= 0;
   }

@@ -109,6 +109,12 @@ void expect_bijection(uint64_t key, int64_t n) {
     seen[static_cast<size_t>(y)] = 1;
     ASSERT_EQ(host(x), y) << "HostPermutation disagrees, n=" << n;
   }
+  if (perm.is_small()) {  // the tabulation from precomputed keys (CUDA) agrees
+    uint64_t keys[kSmallDomain];
+    for (int64_t j = 0; j < n; ++j) keys[j] = perm.small_key(j);
+    for (int64_t x = 0; x < n; ++x)
+      ASSERT_EQ(small_rank_from_keys(keys, n, x), perm(x)) << "keys disagree, n=" << n;
+  }
 }
 
 TEST(Permutation, IsABijectionOnEverySmallAndMediumDomain) {
