@@ -77,6 +77,10 @@ step "compute-sanitizer racecheck" racecheck.log \
   compute-sanitizer --tool racecheck --error-exitcode 1 "${SANITIZE_RACE[@]}"
 step "benchmark C++ (cuda)" bench-gpu.log "$BUILD/syncfree_bench" --device cuda \
   --min-time "$MIN_TIME" --json "$OUT/bench-gpu.json"
+step "benchmark C++ (cuda, many short rows)" bench-gpu-rows.log "$BUILD/syncfree_bench" \
+  --device cuda --sizes '' --batch 4096 --batch-sizes 64,1000 \
+  --impls topk,syncfree,syncfree-indices,syncfree-graph --min-time "$MIN_TIME" \
+  --json "$OUT/bench-gpu-rows.json"
 step "benchmark Python (cuda, torch.compile)" bench-gpu-python.log \
   env PYTHONPATH="$PWD/$BUILD/python" "$PY" bench/bench.py --device cuda --min-time "$MIN_TIME" \
   --json "$OUT/bench-gpu-python.json"
@@ -84,6 +88,7 @@ step "benchmark Python (cuda, torch.compile)" bench-gpu-python.log \
 echo
 echo "=== GPU benchmark (C++ CLI)"
 grep -E '^ +[0-9]+ +[0-9]+ ' "$OUT/bench-gpu.log" || echo "(no table: see bench-gpu.log)"
+grep -E '^ +[0-9]+ +[0-9]+ ' "$OUT/bench-gpu-rows.log" || echo "(no table: see bench-gpu-rows.log)"
 echo
 echo "=== summary"
 for i in "${!names[@]}"; do printf '%-62s %s\n' "${names[$i]}" "${statuses[$i]}"; done

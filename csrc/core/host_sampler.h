@@ -57,37 +57,49 @@ inline bool cpu_has_avx2() {
 }
 #endif
 
-// A Permutation whose small (exact) construction is tabulated once, by
-// sorting the element keys, instead of costing O(n) per evaluation. Returns
-// exactly what Permutation returns.
+// A Permutation evaluated on the host, with the same results. Its small
+// (exact) construction is, for a few evaluations, the n element keys
+// computed once, each evaluation counting the keys below its own (n
+// comparisons); for more, the whole permutation tabulated by sorting the
+// keys. The caller says how many evaluations it expects. No heap allocation.
 class HostPermutation {
  public:
   static constexpr int64_t kApplyBatch = 256;
+  // Up to this many evaluations count keys instead of sorting them.
+  static constexpr int64_t kCountingEvaluations = 8;
 
   HostPermutation() = default;
-  explicit HostPermutation(const Permutation& perm) : perm_(perm) {
+  explicit HostPermutation(const Permutation& perm, int64_t evaluations = INT64_MAX)
+      : perm_(perm) {
     if (!perm.is_small() || perm.size() == 0) return;
     const int64_t n = perm.size();
+    if (evaluations <= kCountingEvaluations) {
+      for (int64_t j = 0; j < n; ++j) keys_[j] = perm.small_key(j);
+      small_ = true;
+      return;
+    }
     std::pair<uint64_t, int64_t> keyed[kSmallDomain];
     for (int64_t j = 0; j < n; ++j) keyed[j] = {perm.small_key(j), j};
     std::sort(keyed, keyed + n);
-    table_.resize(static_cast<size_t>(n));
-    for (int64_t r = 0; r < n; ++r) table_[static_cast<size_t>(keyed[r].second)] = r;
+    for (int64_t r = 0; r < n; ++r) table_[keyed[r].second] = static_cast<uint8_t>(r);
+    tabulated_ = true;
   }
   int64_t operator()(int64_t x) const {
-    return table_.empty() ? perm_(x) : table_[static_cast<size_t>(x)];
+    if (tabulated_) return table_[x];
+    if (small_) return small_rank_from_keys(keys_, perm_.size(), x);
+    return perm_(x);
   }
 
   // values[i] = perm(values[i]) for i < count: the same results as
   // operator(), computed with branch-free Feistel passes over the batch
   // (independent iterations, which the compiler vectorizes).
   void apply(int64_t* values, int64_t count) const {
-    if (!table_.empty()) {
-      for (int64_t i = 0; i < count; ++i) values[i] = table_[static_cast<size_t>(values[i])];
+    if (tabulated_) {
+      for (int64_t i = 0; i < count; ++i) values[i] = table_[values[i]];
       return;
     }
-    if (perm_.is_small()) {  // empty domain
-      for (int64_t i = 0; i < count; ++i) values[i] = perm_(values[i]);
+    if (small_ || perm_.is_small()) {  // counted, or an empty domain
+      for (int64_t i = 0; i < count; ++i) values[i] = (*this)(values[i]);
       return;
     }
     // Cycle walking is batched too: each round passes the values still
@@ -125,7 +137,12 @@ class HostPermutation {
 
  private:
   Permutation perm_;
-  std::vector<int64_t> table_;
+  bool small_ = false;      // the small construction, evaluated by counting keys_
+  bool tabulated_ = false;  // table_ holds the whole permutation
+  union {                   // one or the other
+    uint8_t table_[kSmallDomain];
+    uint64_t keys_[kSmallDomain];
+  };
 };
 
 // Writes slots [begin, end) of one row: indices (or -1) and validity.
@@ -137,9 +154,13 @@ inline void fill_row_slots(const RowPlan& plan, const CompactRow& row, int64_t b
   const int64_t num_pos = plan.quota.num_pos;
   const int64_t valid_end = std::min(end, num_valid);
   if (begin < valid_end) {
-    const HostPermutation slots(plan.slots);
-    const HostPermutation positives(plan.positives);
-    const HostPermutation negatives(plan.negatives);
+    // Each permutation is evaluated at most once per slot, and pi (pi') at
+    // most once per positive (negative) taken.
+    const int64_t slots_here = valid_end - begin;
+    const HostPermutation slots(plan.slots, slots_here);
+    const HostPermutation positives(plan.positives, std::min(slots_here, num_pos));
+    const HostPermutation negatives(plan.negatives,
+                                    std::min(slots_here, plan.quota.num_neg));
     int64_t t[kBatch], pos_rank[kBatch], neg_rank[kBatch];
     int64_t pos_slot[kBatch], neg_slot[kBatch];
     for (int64_t b0 = begin; b0 < valid_end; b0 += kBatch) {

@@ -56,7 +56,7 @@ SYNCFREE_HD int bits_for(int64_t n) {
 // Whether element a (with sort key ka) precedes element b (key kb) in the
 // small construction: by key, ties by element.
 SYNCFREE_HD bool key_before(uint64_t ka, int64_t a, uint64_t kb, int64_t b) {
-  return ka < kb || (ka == kb && a < b);
+  return (ka < kb) | ((ka == kb) & (a < b));  // bitwise: no branch, vectorizable
 }
 
 // perm(x) of the small construction from all n element keys (keys[j] being

@@ -100,6 +100,7 @@ TEST(Permutation, BitsFor) {
 void expect_bijection(uint64_t key, int64_t n) {
   const Permutation perm(key, n);
   const HostPermutation host(perm);
+  const HostPermutation counting(perm, 1);  // few evaluations: keys counted, not sorted
   std::vector<char> seen(static_cast<size_t>(n), 0);
   for (int64_t x = 0; x < n; ++x) {
     const int64_t y = perm(x);
@@ -108,6 +109,7 @@ void expect_bijection(uint64_t key, int64_t n) {
     ASSERT_FALSE(seen[static_cast<size_t>(y)]) << "n=" << n << " x=" << x;
     seen[static_cast<size_t>(y)] = 1;
     ASSERT_EQ(host(x), y) << "HostPermutation disagrees, n=" << n;
+    ASSERT_EQ(counting(x), y) << "counting HostPermutation disagrees, n=" << n;
   }
   if (perm.is_small()) {  // the tabulation from precomputed keys (CUDA) agrees
     uint64_t keys[kSmallDomain];
@@ -284,14 +286,16 @@ TEST(RowPlan, SameInputsSameSamplesDifferentSeedsDiffer) {
 }
 
 TEST(RowPlan, BatchedHostFillEqualsPerSlotEvaluation) {
-  // fill_row_slots evaluates batches class by class; device code evaluates
+  // fill_row_slots evaluates batches class by class (small permutations
+  // counted or tabulated, by how many slots it fills); device code evaluates
   // pick_slot + index_of per slot. Both must write the same indices.
   std::mt19937_64 rng(17);
-  for (int64_t n : {int64_t{10}, int64_t{300}, int64_t{5000}, 2 * kChunk + 3}) {
+  for (int64_t n : {int64_t{0}, int64_t{3}, int64_t{10}, int64_t{60}, int64_t{300}, int64_t{5000},
+                    2 * kChunk + 3}) {
     std::vector<int64_t> labels(static_cast<size_t>(n));
     for (auto& v : labels) v = static_cast<int64_t>(rng() % 4) - 1;
     const int64_t chunks = num_chunks(n);
-    std::vector<uint16_t> work(static_cast<size_t>(n));
+    std::vector<uint16_t> work(static_cast<size_t>(std::max<int64_t>(n, 1)));
     std::vector<int64_t> pos(static_cast<size_t>(chunks + 1), 0), neg(pos);
     compact_row(labels.data(), 1, n, 0, work.data(), pos.data(), neg.data());
     const CompactRow row{work.data(), pos.data(), neg.data(), n, chunks};
@@ -305,9 +309,12 @@ TEST(RowPlan, BatchedHostFillEqualsPerSlotEvaluation) {
         const RowPlan plan = make_row_plan(p, 5, row.num_positive(), row.num_negative());
         std::vector<int64_t> indices(static_cast<size_t>(k));
         std::unique_ptr<bool[]> valid(new bool[static_cast<size_t>(k)]);
-        // Two ranges, to cover a split of one row's slots over workers.
-        fill_row_slots(plan, row, 0, k / 3, indices.data(), valid.get());
-        fill_row_slots(plan, row, k / 3, k, indices.data(), valid.get());
+        // Ranges of 1 to 12 slots, as a split of one row's slots over workers.
+        for (int64_t b = 0; b < k;) {
+          const int64_t e = std::min(k, b + 1 + static_cast<int64_t>(rng() % 12));
+          fill_row_slots(plan, row, b, e, indices.data(), valid.get());
+          b = e;
+        }
         for (int64_t s = 0; s < k; ++s) {
           if (s < plan.quota.valid()) {
             const Pick pick = pick_slot(plan, s);
