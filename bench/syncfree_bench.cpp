@@ -454,10 +454,11 @@ int main(int argc, char** argv) {
     }
     const double gbps = r.bytes / (r.median_ms * 1e6);
     const double copy_gbps = r.bytes / (r.copy_ms * 1e6);
-    std::printf("%9lld %4lld %7lld  %-15s %10.4f %11.4f..%-11.4f %7.1fx %6s %10.2f %8.0f%%\n",
+    std::printf("%9lld %4lld %7lld  %-15s %10.4f %11.4f..%-11.4f %8s %6s %10.2f %8.0f%%\n",
                 static_cast<long long>(r.n), static_cast<long long>(r.batch),
                 static_cast<long long>(r.k), r.impl.c_str(), r.median_ms, r.p10_ms, r.p90_ms,
-                r.speedup, r.syncs_per_call < 0 ? "n/a" : fmt(r.syncs_per_call, "%.1f").c_str(),
+                r.speedup > 0 ? fmt(r.speedup, "%.1fx").c_str() : "n/a",  // n/a: naive not run
+                r.syncs_per_call < 0 ? "n/a" : fmt(r.syncs_per_call, "%.1f").c_str(),
                 gbps, 100.0 * gbps / copy_gbps);
   }
   std::printf("\nGB/s: bytes that must move (labels read, sampled features read and written, "
