@@ -30,8 +30,11 @@ cuda::LabelType label_type(at::ScalarType t) {
     case at::kChar: return cuda::LabelType::kInt8;
     case at::kShort: return cuda::LabelType::kInt16;
     case at::kInt: return cuda::LabelType::kInt32;
-    default: return cuda::LabelType::kInt64;  // dtypes were checked before
+    default: break;
   }
+  // The argument checks reject other dtypes first.
+  TORCH_CHECK(t == at::kLong, "syncfree: unsupported label dtype ", t);
+  return cuda::LabelType::kInt64;
 }
 
 cuda::RandomSource random_source(const c10::optional<int64_t>& seed,
@@ -84,10 +87,6 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cuda(const at::Tensor& labels
 
   // Strided labels are made contiguous (one copy); the kernels read [rows, n].
   const at::Tensor flat = labels.reshape({rows, n}).contiguous();
-  const size_t workspace_bytes = cuda::workspace_bytes(rows, n);
-  at::Tensor workspace;  // none for short rows (one launch, shared memory)
-  if (workspace_bytes > 0)
-    workspace = at::empty({static_cast<int64_t>(workspace_bytes)}, labels.options().dtype(at::kByte));
   cuda::SampleArgs args;
   args.labels = flat.data_ptr();
   args.label_type = label_type(labels.scalar_type());
@@ -97,7 +96,12 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cuda(const at::Tensor& labels
   args.random = random;
   args.indices = indices.data_ptr<int64_t>();
   args.valid = valid.data_ptr<bool>();
-  args.workspace = workspace_bytes > 0 ? workspace.data_ptr() : nullptr;
+  const size_t workspace_bytes = cuda::workspace_bytes(args);
+  at::Tensor workspace;  // none on the one-launch path (shared memory)
+  if (workspace_bytes > 0) {
+    workspace = at::empty({static_cast<int64_t>(workspace_bytes)}, labels.options().dtype(at::kByte));
+    args.workspace = workspace.data_ptr();
+  }
   const cudaError_t err =
       cuda::launch_balanced_sample(args, at::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(err == cudaSuccess, "syncfree.balanced_sample: CUDA launch failed: ",

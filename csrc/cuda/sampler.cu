@@ -219,13 +219,14 @@ __global__ void __launch_bounds__(kSlotThreads)
   }
 }
 
-bool one_launch(int64_t n, bool force_multi_launch) {
-  return n <= kOneLaunchMaxN && !force_multi_launch;
+bool one_launch(const SampleArgs& a) {
+  return a.n <= kOneLaunchMaxN && a.params.num_samples <= kOneLaunchMaxK &&
+         !a.force_multi_launch;
 }
 
 template <typename T>
 cudaError_t launch_typed(const SampleArgs& a, cudaStream_t stream) {
-  if (one_launch(a.n, a.force_multi_launch)) {
+  if (one_launch(a)) {
     row_kernel<T><<<static_cast<unsigned>(a.rows), kCompactThreads, 0, stream>>>(
         static_cast<const T*>(a.labels), a.n, a.params, a.random, a.indices, a.valid);
     return cudaGetLastError();
@@ -327,8 +328,9 @@ bool shape_supported(int64_t rows, int64_t n) {
   return rows <= 0x7FFFFFFF / chunks;
 }
 
-size_t workspace_bytes(int64_t rows, int64_t n, bool force_multi_launch) {
-  if (one_launch(n, force_multi_launch)) return 0;
+size_t workspace_bytes(const SampleArgs& a) {
+  if (one_launch(a)) return 0;
+  const int64_t rows = a.rows, n = a.n;
   const int64_t chunks = core::num_chunks(n);
   return align16(static_cast<size_t>(rows * n) * 2) +
          2 * static_cast<size_t>(rows * (chunks + 1)) * sizeof(int64_t);

@@ -3,9 +3,9 @@
 // (balanced_sample_cuda.cu) and the standalone CUDA tests both call it.
 //
 // Same algorithm and same bits as the CPU backend (csrc/core). Rows of at
-// most kOneLaunchMaxN labels take one launch: a block per row compacts the
-// row into shared memory, then its threads fill the row's slots. Longer rows
-// take three: an order-preserving compaction of every (row, 65536-label
+// most kOneLaunchMaxN labels with at most kOneLaunchMaxK slots take one
+// launch: a block per row compacts the row into shared memory, then its
+// threads fill the row's slots. Other calls take three: an order-preserving compaction of every (row, 65536-label
 // chunk) into a uint16 workspace, per-row prefix sums of the chunk counts,
 // then one thread per output slot evaluating the row plan. Counts stay on the
 // device; nothing is read back; the workspace size depends on the shapes only.
@@ -35,9 +35,11 @@ struct RandomSource {
   uint64_t offset_extra = 0;
 };
 
-// Rows of at most this many labels are sampled in one launch, without
-// workspace (their compaction fits in 32 KB of shared memory).
+// Rows of at most kOneLaunchMaxN labels (their compaction fits in 32 KB of
+// shared memory) and at most kOneLaunchMaxK slots (one 512-thread block fills
+// them, 8 per thread at most) are sampled in one launch, without workspace.
 constexpr int64_t kOneLaunchMaxN = 16384;
+constexpr int64_t kOneLaunchMaxK = 4096;
 
 struct SampleArgs {
   const void* labels = nullptr;  // [rows, n], contiguous
@@ -48,7 +50,7 @@ struct SampleArgs {
   RandomSource random;
   int64_t* indices = nullptr;  // [rows, num_samples]
   bool* valid = nullptr;       // [rows, num_samples]
-  void* workspace = nullptr;   // workspace_bytes(rows, n, ...) bytes, 16-byte aligned
+  void* workspace = nullptr;   // workspace_bytes(*this) bytes, 16-byte aligned
   // Take the three-launch path whatever n is (tests and benchmarks compare
   // the two paths; the results are the same).
   bool force_multi_launch = false;
@@ -77,9 +79,9 @@ struct GatherArgs {
 // 65536-label chunk: rows * ceil(n / 65536) blocks at most 2^31 - 1).
 bool shape_supported(int64_t rows, int64_t n);
 
-// Bytes of device workspace for `rows` rows of `n` labels (0 when the rows
-// take the one-launch path).
-size_t workspace_bytes(int64_t rows, int64_t n, bool force_multi_launch = false);
+// Bytes of device workspace that launching `args` needs (0 on the one-launch
+// path); a function of the shapes only. args.workspace is not read.
+size_t workspace_bytes(const SampleArgs& args);
 
 // Enqueues the sampling kernels on `stream`; returns the launch status.
 // Requires rows * num_samples and rows * n to fit in int64.

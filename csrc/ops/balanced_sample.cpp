@@ -6,6 +6,7 @@
 #include <c10/util/irange.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
+#include <torch/version.h>
 
 #include <cmath>
 #include <limits>
@@ -29,6 +30,16 @@ bool is_supported_label_dtype(at::ScalarType t) {
     default:
       return false;
   }
+}
+
+// The value of a SymInt when it is known: always, except for symbolic sizes
+// while torch.compile traces.
+c10::optional<int64_t> known_int(const c10::SymInt& v) {
+#if TORCH_VERSION_MAJOR >= 2
+  return v.maybe_as_int();
+#else
+  return v.is_symbolic() ? c10::nullopt : c10::make_optional(v.expect_int());
+#endif
 }
 
 }  // namespace
@@ -94,6 +105,10 @@ void check_gather_sampled_args(const at::Tensor& features, const at::Tensor& lab
   check_gather_args(features, labels);
   TORCH_CHECK(indices.defined() && valid.defined(),
               "syncfree._gather_sampled: indices and valid must be defined tensors");
+  TORCH_CHECK(is_supported_label_dtype(labels.scalar_type()),
+              "syncfree._gather_sampled: labels must be bool or an integer tensor "
+              "(uint8, int8, int16, int32, int64), got dtype ",
+              labels.scalar_type());
   TORCH_CHECK(indices.scalar_type() == at::kLong && valid.scalar_type() == at::kBool,
               "syncfree._gather_sampled: indices must be int64 and valid bool, got ",
               indices.scalar_type(), " and ", valid.scalar_type());
@@ -139,8 +154,12 @@ core::SampleParams check_sample_args(const at::Tensor& labels, int64_t num_sampl
               negative_label);
   TORCH_CHECK(!(seed.has_value() && generator.has_value() && generator->defined()),
               "syncfree.balanced_sample: seed and generator are mutually exclusive, got both");
+  // Checked on concrete sizes only: a symbolic batch (torch.compile tracing)
+  // would get a guard for nothing, and the real kernel checks again.
   const c10::SymInt rows = num_rows(labels);
-  TORCH_CHECK(num_samples == 0 || rows <= std::numeric_limits<int64_t>::max() / num_samples,
+  const c10::optional<int64_t> known_rows = known_int(rows);
+  TORCH_CHECK(num_samples == 0 || !known_rows.has_value() ||
+                  *known_rows <= std::numeric_limits<int64_t>::max() / num_samples,
               "syncfree.balanced_sample: the output would have ", rows, " x ", num_samples,
               " elements, more than int64 can index");
   core::SampleParams p;
@@ -165,9 +184,11 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_generic(const at::Tensor& feat
     return {at::zeros_symint(out_sizes, features.options()),
             at::full_symint(output_sizes(labels, k), -1, labels.options().dtype(at::kLong))};
   }
-  // Invalid slots read their row's element 0, then are masked.
-  const at::Tensor index = indices.reshape({rows, k}).clamp_min(0);
-  const at::Tensor invalid = valid.reshape({rows, k}).logical_not();
+  // Invalid slots read their row's element 0, then are masked. A valid slot
+  // whose index is outside [0, n) counts as invalid (checking would sync).
+  const at::Tensor index_raw = indices.reshape({rows, k});
+  const at::Tensor index = index_raw.clamp(0, n - 1);
+  const at::Tensor invalid = valid.reshape({rows, k}).logical_not().logical_or_(index != index_raw);
   return {features.reshape({rows, n, width})
               .gather(1, index.unsqueeze(2).expand({rows, k, width}))
               .masked_fill_(invalid.unsqueeze(2), 0)

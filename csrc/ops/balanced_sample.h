@@ -67,7 +67,9 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
 // The gather step: sampled features [..., K, *F] and int64 labels [..., K]
 // for (indices, valid) from balanced_sample; zero features and label -1 in
 // invalid slots. A generic version built from ATen ops (for backends without
-// a kernel of their own), a shape-only Meta one and a fused CPU one.
+// a kernel of their own), a shape-only Meta one and a fused CPU one. A valid
+// slot whose index is outside [0, N) (never produced by balanced_sample) is
+// an error on the CPU and an invalid slot elsewhere (checking would sync).
 std::tuple<at::Tensor, at::Tensor> gather_sampled_generic(const at::Tensor& features,
                                                           const at::Tensor& labels,
                                                           const at::Tensor& indices,

@@ -25,7 +25,11 @@ bool have_gpu() {
 #define SKIP_WITHOUT_GPU()                                                   \
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device: kernels compiled, not run"
 
-#define CUDA_OK(expr) ASSERT_EQ((expr), cudaSuccess) << cudaGetErrorString(expr)
+#define CUDA_OK(expr)                                                    \
+  do {                                                                   \
+    const cudaError_t cuda_ok_status = (expr); /* evaluated once */     \
+    ASSERT_EQ(cuda_ok_status, cudaSuccess) << cudaGetErrorString(cuda_ok_status); \
+  } while (0)
 
 // CPU reference: the core's serial algorithm (what the CPU backend computes).
 template <typename T>
@@ -46,7 +50,13 @@ void run_gpu(const std::vector<T>& labels, int64_t rows, int64_t n, const core::
   void *d_labels = nullptr, *d_work = nullptr;
   int64_t *d_indices = nullptr, *d_rng = nullptr;
   bool* d_valid = nullptr;
-  const size_t ws = cuda::workspace_bytes(rows, n, multi_launch);
+  cuda::SampleArgs a;
+  a.label_type = type;
+  a.rows = rows;
+  a.n = n;
+  a.params = p;
+  a.force_multi_launch = multi_launch;
+  const size_t ws = cuda::workspace_bytes(a);
   CUDA_OK(cudaMalloc(&d_labels, std::max<size_t>(labels.size() * sizeof(T), 1)));
   CUDA_OK(cudaMalloc(&d_work, std::max<size_t>(ws, 1)));
   CUDA_OK(cudaMalloc(&d_indices, std::max<size_t>(static_cast<size_t>(rows * k) * 8, 1)));
@@ -57,12 +67,7 @@ void run_gpu(const std::vector<T>& labels, int64_t rows, int64_t n, const core::
   CUDA_OK(cudaMemset(d_indices, 0x5A, std::max<size_t>(static_cast<size_t>(rows * k) * 8, 1)));
   CUDA_OK(cudaMemset(d_valid, 0x5A, std::max<size_t>(static_cast<size_t>(rows * k), 1)));
   CUDA_OK(cudaMemset(d_work, 0x5A, std::max<size_t>(ws, 1)));
-  cuda::SampleArgs a;
   a.labels = d_labels;
-  a.label_type = type;
-  a.rows = rows;
-  a.n = n;
-  a.params = p;
   if (from_device) {  // as inside a CUDA graph: seed and offset read on the device
     const int64_t host_rng[2] = {static_cast<int64_t>(p.seed), static_cast<int64_t>(p.offset) - 3};
     CUDA_OK(cudaMemcpy(d_rng, host_rng, sizeof(host_rng), cudaMemcpyHostToDevice));
@@ -76,7 +81,6 @@ void run_gpu(const std::vector<T>& labels, int64_t rows, int64_t n, const core::
   a.indices = d_indices;
   a.valid = d_valid;
   a.workspace = d_work;
-  a.force_multi_launch = multi_launch;
   CUDA_OK(cuda::launch_balanced_sample(a, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   indices->assign(static_cast<size_t>(rows * k), 0);
@@ -153,20 +157,21 @@ TEST(CudaKernels, EveryLabelTypeMatchesTheCpu) {
 TEST(CudaKernels, BoolLabelsMatchTheCpu) {
   SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(6);
-  const int64_t rows = 4, n = 70000;
-  std::unique_ptr<bool[]> labels(new bool[rows * n]);
-  for (int64_t i = 0; i < rows * n; ++i) labels[i] = rng() % 3 == 0;
-  std::vector<uint8_t> as_bytes(labels.get(), labels.get() + rows * n);
-  core::SampleParams p;
-  p.num_samples = 5000;
-  p.seed = 77;
-  std::vector<int64_t> want, got;
-  std::vector<char> want_valid, got_valid;
-  // Bool and uint8 {0,1} labels with negative_label 0 classify identically.
-  reference(as_bytes, rows, n, p, &want, &want_valid);
-  run_gpu(as_bytes, rows, n, p, cuda::LabelType::kBool, false, false, &got, &got_valid);
-  EXPECT_EQ(got, want);
-  EXPECT_EQ(got_valid, want_valid);
+  for (const int64_t n : {int64_t{70000}, int64_t{900}}) {  // both paths
+    const int64_t rows = 4;
+    std::vector<uint8_t> as_bytes(static_cast<size_t>(rows * n));
+    for (auto& v : as_bytes) v = rng() % 3 == 0;
+    core::SampleParams p;
+    p.num_samples = n / 14;
+    p.seed = 77;
+    std::vector<int64_t> want, got;
+    std::vector<char> want_valid, got_valid;
+    // Bool and uint8 {0,1} labels with negative_label 0 classify identically.
+    reference(as_bytes, rows, n, p, &want, &want_valid);
+    run_gpu(as_bytes, rows, n, p, cuda::LabelType::kBool, false, false, &got, &got_valid);
+    EXPECT_EQ(got, want) << "n=" << n;
+    EXPECT_EQ(got_valid, want_valid) << "n=" << n;
+  }
 }
 
 namespace {
@@ -263,6 +268,9 @@ TEST(CudaKernels, GatherMatchesAHostLoop) {
 // (memcheck, racecheck) in scripts/device-check.sh.
 TEST(CudaKernels, SanitizerCase) {
   SKIP_WITHOUT_GPU();
-  check_equal<int32_t>(cuda::LabelType::kInt32, 20, {{3, 1000}, {2, cuda::kOneLaunchMaxN + 1}, {2, 0}});
+  // {16, 100}: all three permutations small, so all three shared tables in use.
+  check_equal<int32_t>(cuda::LabelType::kInt32, 20,
+                       {{3, 1000}, {16, 100}, {2, cuda::kOneLaunchMaxN + 1}, {2, 0}});
   check_gather<int64_t>(cuda::LabelType::kInt64, 12, 4, 21);
+  check_gather<int64_t>(cuda::LabelType::kInt64, 64, 0, 22);  // 16-byte units
 }

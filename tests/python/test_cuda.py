@@ -69,6 +69,19 @@ def test_cuda_gather_equals_cpu(dtype, F, strided):
 
 
 @cuda
+def test_cuda_gather_of_padded_and_expanded_features():
+    # Layouts the adapter passes to the kernel without a copy: items that are a
+    # slice of wider rows (padded strides), and stride-0 (expanded) features.
+    gen = torch.Generator().manual_seed(3)
+    labels = labels_on("cpu", (3, 500), torch.int64, gen)
+    wide = torch.randn(3, 500, 16, generator=gen)
+    for features in [wide[..., :8], wide[..., 3:7], torch.randn(3, 1, 6, generator=gen).expand(3, 500, 6)]:
+        cpu = syncfree.balanced_sample_gather(features, labels, 60, seed=2)
+        gpu = syncfree.balanced_sample_gather(features.cuda(), labels.cuda(), 60, seed=2)
+        assert all(torch.equal(g.cpu(), c) for g, c in zip(gpu, cpu))
+
+
+@cuda
 def test_no_host_sync():
     labels = torch.randint(-1, 2, (4, 100000), device="cuda")
     features = torch.randn(4, 100000, 16, device="cuda")
@@ -198,3 +211,5 @@ def test_cuda_opcheck():
     features = torch.randn(3, 500, 4, device="cuda", requires_grad=True)
     torch.library.opcheck(torch.ops.syncfree.balanced_sample.default, (labels, 16), {"seed": 1})
     torch.library.opcheck(torch.ops.syncfree.balanced_sample_gather.default, (features, labels, 16), {"seed": 1})
+    idx, valid = syncfree.balanced_sample(labels, 16, seed=1)
+    torch.library.opcheck(torch.ops.syncfree._gather_sampled.default, (features.detach(), labels, idx, valid))

@@ -74,3 +74,16 @@ def test_internal_gather_rejects_bad_indices():
     # Invalid slots may hold anything: they are never read.
     out, labels = gather(f, l, torch.tensor([3, 10**9]), torch.tensor([True, False]))
     assert torch.equal(out[0], f[3]) and bool((out[1] == 0).all()) and labels.tolist() == [0, -1]
+    with pytest.raises(RuntimeError, match=r"_gather_sampled: labels must be bool or an integer tensor .* got dtype Float"):
+        gather(f, l.float(), torch.tensor([5, 1]), torch.tensor([True, True]))
+
+
+def test_generic_gather_treats_out_of_range_slots_as_invalid():
+    # The ATen-built gather (backends without a gather kernel) cannot raise
+    # without a sync: it never reads out of bounds and gives zero / -1.
+    f, l = torch.randn(1, 10, 3), torch.arange(10).reshape(1, 10)
+    generic = torch.ops.syncfree._gather_sampled.default
+    out, labels = generic._op_dk(torch._C.DispatchKey.CompositeExplicitAutograd, f, l,
+                                 torch.tensor([[4, 10, -3]]), torch.tensor([[True, True, True]]))
+    assert torch.equal(out[0, 0], f[0, 4]) and bool((out[0, 1:] == 0).all())
+    assert labels.tolist() == [[4, -1, -1]]

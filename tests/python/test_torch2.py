@@ -21,6 +21,8 @@ def test_opcheck(shape):
     torch.library.opcheck(torch.ops.syncfree.balanced_sample.default, (labels, 8), {"seed": 1})
     torch.library.opcheck(torch.ops.syncfree.balanced_sample_gather.default, (features, labels, 8),
                           {"seed": 1})
+    idx, valid = syncfree.balanced_sample(labels, 8, seed=1)
+    torch.library.opcheck(torch.ops.syncfree._gather_sampled.default, (features.detach(), labels, idx, valid))
 
 
 @needs_compile
