@@ -119,13 +119,10 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_cuda(const at::Tensor& feature
                                                        const at::Tensor& valid) {
   check_gather_sampled_args(features, labels, indices, valid);
   const c10::cuda::CUDAGuard guard(labels.device());
-  const int64_t rows = num_rows(labels).expect_int();
-  const int64_t n = labels.size(-1);
-  const int64_t k = indices.size(-1);
-  const int64_t width = feature_width(features, labels.dim()).expect_int();
-  at::Tensor out_features =
-      at::empty_symint(sampled_feature_sizes(features, labels, k), features.options());
-  at::Tensor out_labels = at::empty(indices.sizes(), labels.options().dtype(at::kLong));
+  const GatherShape g = gather_shape(features, labels, indices);
+  const int64_t rows = g.rows, n = g.n, k = g.k, width = g.width;
+  at::Tensor out_features, out_labels;
+  std::tie(out_features, out_labels) = empty_gather_outputs(features, labels, indices);
   if (rows * k == 0) return {out_features, out_labels};
 
   at::Tensor src = features.reshape({rows, n, width});

@@ -124,6 +124,20 @@ void check_gather_sampled_args(const at::Tensor& features, const at::Tensor& lab
               labels.device());
 }
 
+GatherShape gather_shape(const at::Tensor& features, const at::Tensor& labels,
+                         const at::Tensor& indices) {
+  return {num_rows(labels).expect_int(), labels.size(-1), indices.size(-1),
+          feature_width(features, labels.dim()).expect_int()};
+}
+
+std::tuple<at::Tensor, at::Tensor> empty_gather_outputs(const at::Tensor& features,
+                                                        const at::Tensor& labels,
+                                                        const at::Tensor& indices) {
+  return {at::empty_symint(sampled_feature_sizes(features, labels, indices.sym_size(-1)),
+                           features.options()),
+          at::empty_symint(indices.sym_sizes(), labels.options().dtype(at::kLong))};
+}
+
 std::tuple<at::Tensor, at::Tensor> empty_sample_outputs(const at::Tensor& labels,
                                                         int64_t num_samples) {
   const auto sizes = output_sizes(labels, num_samples);
@@ -175,10 +189,8 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_generic(const at::Tensor& feat
                                                           const at::Tensor& indices,
                                                           const at::Tensor& valid) {
   check_gather_sampled_args(features, labels, indices, valid);
-  const int64_t rows = num_rows(labels).expect_int();
-  const int64_t n = labels.size(-1);
-  const int64_t k = indices.size(-1);
-  const int64_t width = feature_width(features, labels.dim()).expect_int();
+  const GatherShape g = gather_shape(features, labels, indices);
+  const int64_t rows = g.rows, n = g.n, k = g.k, width = g.width;
   const auto out_sizes = sampled_feature_sizes(features, labels, k);
   if (n == 0) {  // nothing to gather from: every slot is invalid
     return {at::zeros_symint(out_sizes, features.options()),
@@ -205,9 +217,7 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_meta(const at::Tensor& feature
                                                        const at::Tensor& indices,
                                                        const at::Tensor& valid) {
   check_gather_sampled_args(features, labels, indices, valid);
-  const c10::SymInt k = indices.sym_size(-1);
-  return {at::empty_symint(sampled_feature_sizes(features, labels, k), features.options()),
-          at::empty_symint(indices.sym_sizes(), labels.options().dtype(at::kLong))};
+  return empty_gather_outputs(features, labels, indices);
 }
 
 namespace {

@@ -56,6 +56,20 @@ std::vector<c10::SymInt> sampled_feature_sizes(const at::Tensor& features,
 // The product of F (1 when features has labels' shape).
 c10::SymInt feature_width(const at::Tensor& features, int64_t label_dim);
 
+// Concrete shapes of a gather, for the backend kernels: features viewed as
+// [rows, n, width], k slots per row.
+struct GatherShape {
+  int64_t rows, n, k, width;
+};
+GatherShape gather_shape(const at::Tensor& features, const at::Tensor& labels,
+                         const at::Tensor& indices);
+
+// Uninitialized outputs of a gather: sampled features [..., K, *F] and int64
+// labels [..., K] (symbolic sizes allowed).
+std::tuple<at::Tensor, at::Tensor> empty_gather_outputs(const at::Tensor& features,
+                                                        const at::Tensor& labels,
+                                                        const at::Tensor& indices);
+
 // Backend kernels (registered in balanced_sample.cpp and the backend files).
 std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
                                                        int64_t num_samples,
