@@ -73,17 +73,40 @@ class HostPermutation {
       : perm_(perm) {
     if (!perm.is_small() || perm.size() == 0) return;
     const int64_t n = perm.size();
+    for (int64_t j = 0; j < n; ++j) keys_[j] = perm.small_key(j);
     if (evaluations <= kCountingEvaluations) {
-      for (int64_t j = 0; j < n; ++j) keys_[j] = perm.small_key(j);
       small_ = true;
       return;
     }
-    std::pair<uint64_t, int64_t> keyed[kSmallDomain];
-    for (int64_t j = 0; j < n; ++j) keyed[j] = {perm.small_key(j), j};
-    std::sort(keyed, keyed + n);
-    for (int64_t r = 0; r < n; ++r) table_[keyed[r].second] = static_cast<uint8_t>(r);
+    uint8_t order[kSmallDomain];
+    sort_by_key(keys_, n, order);
+    for (int64_t r = 0; r < n; ++r) table_[order[r]] = static_cast<uint8_t>(r);
     tabulated_ = true;
   }
+
+  // order[0..n) = the elements j sorted by (keys[j], j), n <= kSmallDomain:
+  // a stable counting pass over the top 8 key bits (predictable branches,
+  // unlike a comparison sort of random keys), then an insertion pass that
+  // orders the elements whose top bits agree by their full keys.
+  static void sort_by_key(const uint64_t* keys, int64_t n, uint8_t* order) {
+    int32_t start[256] = {};
+    for (int64_t j = 0; j < n; ++j) ++start[keys[j] >> 56];
+    int32_t sum = 0;
+    for (int32_t& c : start) {
+      const int32_t count = c;
+      c = sum;
+      sum += count;
+    }
+    for (int64_t j = 0; j < n; ++j) order[start[keys[j] >> 56]++] = static_cast<uint8_t>(j);
+    for (int64_t i = 1; i < n; ++i) {
+      const uint8_t j = order[i];
+      int64_t m = i;
+      for (; m > 0 && key_before(keys[j], j, keys[order[m - 1]], order[m - 1]); --m)
+        order[m] = order[m - 1];
+      order[m] = j;
+    }
+  }
+
   int64_t operator()(int64_t x) const {
     if (tabulated_) return table_[x];
     if (small_) return small_rank_from_keys(keys_, perm_.size(), x);
@@ -139,10 +162,8 @@ class HostPermutation {
   Permutation perm_;
   bool small_ = false;      // the small construction, evaluated by counting keys_
   bool tabulated_ = false;  // table_ holds the whole permutation
-  union {                   // one or the other
-    uint8_t table_[kSmallDomain];
-    uint64_t keys_[kSmallDomain];
-  };
+  uint64_t keys_[kSmallDomain];
+  uint8_t table_[kSmallDomain];
 };
 
 // Writes slots [begin, end) of one row: indices (or -1) and validity.

@@ -119,6 +119,29 @@ void expect_bijection(uint64_t key, int64_t n) {
   }
 }
 
+TEST(Permutation, SmallKeySortOrdersByKeyThenElement) {
+  // HostPermutation::sort_by_key against std::sort of (key, element) pairs,
+  // on keys with repeated top bits and exact duplicates (ties by element).
+  std::mt19937_64 rng(3);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int64_t n = 1 + static_cast<int64_t>(rng() % kSmallDomain);
+    uint64_t keys[kSmallDomain];
+    const int shared = static_cast<int>(rng() % 4);  // 0: random keys
+    for (int64_t j = 0; j < n; ++j) {
+      keys[j] = rng();
+      if (shared >= 1) keys[j] = (keys[j] & 0x00FFFFFFFFFFFFFFull) | (uint64_t{7} << 56);
+      if (shared >= 2) keys[j] &= 0xFF000000000000FFull;
+      if (shared >= 3) keys[j] &= 0xFF00000000000003ull;  // many exact duplicates
+    }
+    uint8_t order[kSmallDomain];
+    HostPermutation::sort_by_key(keys, n, order);
+    std::vector<std::pair<uint64_t, int64_t>> want;
+    for (int64_t j = 0; j < n; ++j) want.push_back({keys[j], j});
+    std::sort(want.begin(), want.end());
+    for (int64_t r = 0; r < n; ++r) ASSERT_EQ(order[r], want[static_cast<size_t>(r)].second);
+  }
+}
+
 TEST(Permutation, IsABijectionOnEverySmallAndMediumDomain) {
   for (int64_t n = 0; n <= 700; ++n) expect_bijection(0x1234u + static_cast<uint64_t>(n), n);
   for (int64_t n : {1000, 4095, 4096, 4097, 65536, 100003})
