@@ -184,8 +184,10 @@ def main():
     cuda = args.device == "cuda"
     if cuda and not torch.cuda.is_available():
         sys.exit("--device cuda: torch sees no CUDA device")
-    sizes = args.sizes or ([10**3, 10**4, 10**5, 10**6] + ([10**7] if cuda else []))
-    batch_sizes = args.batch_sizes or ([10**3, 10**4, 10**5] + ([10**6] if cuda else []))
+    # An empty list (--sizes '') runs none, as in the C++ benchmark.
+    sizes = args.sizes if args.sizes is not None else [10**3, 10**4, 10**5, 10**6] + ([10**7] if cuda else [])
+    batch_sizes = (args.batch_sizes if args.batch_sizes is not None
+                   else [10**3, 10**4, 10**5] + ([10**6] if cuda else []))
     impls = make_impls(args.impls.split(","), args.device)
 
     if args.trace:
@@ -205,6 +207,10 @@ def main():
         shape = (batch, n) if batch else (n,)
         labels = torch.randint(0, 2, shape, device=args.device)
         features = torch.randn(shape + (FEATURE_DIM,), device=args.device)
+        if impls.get("topk-compiled", (None,))[0] is not None:
+            # One fresh compilation per shape: recompiles would otherwise hit
+            # dynamo's cache limit and silently run the eager function.
+            torch._dynamo.reset()
         cfg = []
         for name, (fn, note) in impls.items():
             r = dict(n=n, batch=rows, k=k, impl=name, supported=fn is not None, note=note or "")
