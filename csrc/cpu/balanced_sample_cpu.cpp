@@ -10,6 +10,7 @@
 #include <ATen/Parallel.h>
 
 #include <atomic>
+#include <memory>
 #include <cstring>
 #include <mutex>
 #include <type_traits>
@@ -25,6 +26,38 @@ namespace ops {
 namespace {
 
 constexpr int64_t kSlotBlock = 4096;
+
+// Workspaces up to this size reuse a buffer of the calling thread.
+constexpr size_t kScratchBytes = size_t{1} << 18;
+
+// Workspace of one call: the compacted rows (2 bytes per label), then each
+// class's per-row prefix sums. A small one lives in a buffer kept by the
+// calling thread (no allocation per call; a call never re-enters itself on
+// its thread); a larger one is allocated and freed when the call returns.
+class Workspace {
+ public:
+  Workspace(const at::Tensor& like, int64_t rows, int64_t n, int64_t prefix_len) {
+    const size_t work_bytes = (static_cast<size_t>(rows * n) * 2 + 7) / 8 * 8;
+    const size_t bytes = work_bytes + 2 * static_cast<size_t>(rows * prefix_len) * 8;
+    char* base;
+    if (bytes <= kScratchBytes) {
+      thread_local std::unique_ptr<int64_t[]> scratch(new int64_t[kScratchBytes / 8]);
+      base = reinterpret_cast<char*>(scratch.get());
+    } else {
+      owned_ = at::empty({static_cast<int64_t>(bytes)}, like.options().dtype(at::kByte));
+      base = static_cast<char*>(owned_.data_ptr());
+    }
+    work = reinterpret_cast<uint16_t*>(base);
+    pos_prefix = reinterpret_cast<int64_t*>(base + work_bytes);
+    neg_prefix = pos_prefix + rows * prefix_len;
+  }
+  uint16_t* work;
+  int64_t* pos_prefix;
+  int64_t* neg_prefix;
+
+ private:
+  at::Tensor owned_;
+};
 
 // Element offset of row r's first label, for any strides of the leading dims.
 int64_t row_offset(const at::Tensor& labels, int64_t r) {
@@ -100,11 +133,10 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
 
   const int64_t chunks = core::num_chunks(n);
   const int64_t prefix_len = chunks + 1;
-  at::Tensor work_t = at::empty({rows * n}, labels.options().dtype(at::kShort));
-  at::Tensor prefix_t = at::empty({2, rows, prefix_len}, labels.options().dtype(at::kLong));
-  auto* work = reinterpret_cast<uint16_t*>(work_t.data_ptr<int16_t>());
-  int64_t* pos_prefix = prefix_t.data_ptr<int64_t>();
-  int64_t* neg_prefix = pos_prefix + rows * prefix_len;
+  const Workspace ws(labels, rows, n, prefix_len);
+  uint16_t* work = ws.work;
+  int64_t* pos_prefix = ws.pos_prefix;
+  int64_t* neg_prefix = ws.neg_prefix;
   const int64_t stride = labels.stride(-1);
 
   AT_DISPATCH_INTEGRAL_TYPES_AND(at::kBool, labels.scalar_type(), "balanced_sample_cpu", [&] {
@@ -161,7 +193,8 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_cpu(const at::Tensor& features
   std::tie(out_features, out_labels) = empty_gather_outputs(features, labels, indices);
   if (rows * k == 0) return {out_features, out_labels};
 
-  const at::Tensor src = features.reshape({rows, n, width}).contiguous();
+  // Read in place when contiguous (no view to build), else from a contiguous copy.
+  const at::Tensor src = features.is_contiguous() ? features : features.contiguous();
   const at::Tensor idx = indices.contiguous();
   const at::Tensor ok = valid.contiguous();
   const int64_t row_bytes = width * static_cast<int64_t>(features.element_size());
