@@ -91,10 +91,13 @@ __device__ void set_random(const RandomSource& random, core::SampleParams* param
   }
 }
 
-// Index held by slot s of a row (-1 when the slot is invalid).
-__device__ int64_t slot_index(const core::RowPlan& plan, const core::CompactRow& row, int64_t s) {
+// Index held by slot s of a row (-1 when the slot is invalid), with the
+// row's three permutations evaluated by `Perm` (see core::pick_slot).
+template <typename Perm>
+__device__ int64_t slot_index(const core::RowPlan& plan, const Perm& slots, const Perm& positives,
+                              const Perm& negatives, const core::CompactRow& row, int64_t s) {
   if (s >= plan.quota.valid()) return -1;
-  const core::Pick pick = core::pick_slot(plan, s);
+  const core::Pick pick = core::pick_slot(plan, slots, positives, negatives, s);
   return row.index_of(pick.rank, pick.positive);
 }
 
@@ -107,20 +110,20 @@ struct BlockPermutation {
   __device__ int64_t operator()(int64_t x) const { return table ? table[x] : (*perm)(x); }
 };
 
-// Tabulates the small ones among a row's (up to) three permutations into
-// table[p][0..n): keys first, then each element's rank, one thread per
+// Tabulates the permutations marked in `tabulate` (small ones the row uses)
+// into table[p][0..n): keys first, then each element's rank, one thread per
 // element. Every thread of the block calls it (it synchronizes).
-__device__ void tabulate_small(const core::Permutation* const perms[3], const bool used[3],
+__device__ void tabulate_small(const core::Permutation* const perms[3], const bool tabulate[3],
                                uint64_t (*keys)[core::kSmallDomain],
                                uint8_t (*table)[core::kSmallDomain]) {
   for (int p = 0; p < 3; ++p) {
-    if (!used[p] || !perms[p]->is_small()) continue;
+    if (!tabulate[p]) continue;
     for (int64_t j = threadIdx.x; j < perms[p]->size(); j += blockDim.x)
       keys[p][j] = perms[p]->small_key(j);
   }
   __syncthreads();
   for (int p = 0; p < 3; ++p) {
-    if (!used[p] || !perms[p]->is_small()) continue;
+    if (!tabulate[p]) continue;
     const int64_t n = perms[p]->size();
     for (int64_t x = threadIdx.x; x < n; x += blockDim.x)
       table[p][x] = static_cast<uint8_t>(core::small_rank_from_keys(keys[p], n, x));
@@ -150,17 +153,16 @@ __global__ void __launch_bounds__(kCompactThreads)
   const core::RowPlan plan = core::make_row_plan(params, r, pos_prefix[1], neg_prefix[1]);
   const core::Permutation* const perms[3] = {&plan.slots, &plan.positives, &plan.negatives};
   const bool used[3] = {plan.permute_slots, plan.pick_positives, plan.pick_negatives};
-  tabulate_small(perms, used, keys, table);
+  bool tabulate[3];
   BlockPermutation bp[3];
-  for (int p = 0; p < 3; ++p)
-    bp[p] = {perms[p], used[p] && perms[p]->is_small() ? table[p] : nullptr};
+  for (int p = 0; p < 3; ++p) {
+    tabulate[p] = used[p] && perms[p]->is_small();
+    bp[p] = {perms[p], tabulate[p] ? table[p] : nullptr};
+  }
+  tabulate_small(perms, tabulate, keys, table);
   const int64_t k = params.num_samples;
   for (int64_t s = threadIdx.x; s < k; s += blockDim.x) {
-    int64_t index = -1;
-    if (s < plan.quota.valid()) {
-      const core::Pick pick = core::pick_slot(plan, bp[0], bp[1], bp[2], s);
-      index = row.index_of(pick.rank, pick.positive);
-    }
+    const int64_t index = slot_index(plan, bp[0], bp[1], bp[2], row, s);
     indices[r * k + s] = index;
     valid[r * k + s] = index >= 0;
   }
@@ -212,7 +214,7 @@ __global__ void __launch_bounds__(kSlotThreads)
                                  in.neg_prefix + r * (in.chunks + 1), n, in.chunks};
       const core::RowPlan plan =
           core::make_row_plan(params, r, row.num_positive(), row.num_negative());
-      index = slot_index(plan, row, g % k);
+      index = slot_index(plan, plan.slots, plan.positives, plan.negatives, row, g % k);
     }
     indices[g] = index;
     valid[g] = index >= 0;
@@ -320,6 +322,20 @@ cudaError_t launch_gather_unit(const GatherArgs& a, cudaStream_t stream) {
   }
 }
 
+// f(T{}) for the C++ type T of a label type.
+template <typename F>
+cudaError_t with_label_type(LabelType type, const F& f) {
+  switch (type) {
+    case LabelType::kBool: return f(bool{});
+    case LabelType::kUInt8: return f(uint8_t{});
+    case LabelType::kInt8: return f(int8_t{});
+    case LabelType::kInt16: return f(int16_t{});
+    case LabelType::kInt32: return f(int32_t{});
+    case LabelType::kInt64: return f(int64_t{});
+  }
+  return cudaErrorInvalidValue;
+}
+
 }  // namespace
 
 bool shape_supported(int64_t rows, int64_t n) {
@@ -339,28 +355,14 @@ size_t workspace_bytes(const SampleArgs& a) {
 cudaError_t launch_balanced_sample(const SampleArgs& a, cudaStream_t stream) {
   if (a.rows == 0 || a.params.num_samples == 0) return cudaSuccess;
   if (!shape_supported(a.rows, a.n)) return cudaErrorInvalidConfiguration;
-  switch (a.label_type) {
-    case LabelType::kBool: return launch_typed<bool>(a, stream);
-    case LabelType::kUInt8: return launch_typed<uint8_t>(a, stream);
-    case LabelType::kInt8: return launch_typed<int8_t>(a, stream);
-    case LabelType::kInt16: return launch_typed<int16_t>(a, stream);
-    case LabelType::kInt32: return launch_typed<int32_t>(a, stream);
-    case LabelType::kInt64: return launch_typed<int64_t>(a, stream);
-  }
-  return cudaErrorInvalidValue;
+  return with_label_type(a.label_type,
+                         [&](auto label) { return launch_typed<decltype(label)>(a, stream); });
 }
 
 cudaError_t launch_gather(const GatherArgs& a, cudaStream_t stream) {
   if (a.rows == 0 || a.k == 0) return cudaSuccess;
-  switch (a.label_type) {
-    case LabelType::kBool: return launch_gather_unit<bool>(a, stream);
-    case LabelType::kUInt8: return launch_gather_unit<uint8_t>(a, stream);
-    case LabelType::kInt8: return launch_gather_unit<int8_t>(a, stream);
-    case LabelType::kInt16: return launch_gather_unit<int16_t>(a, stream);
-    case LabelType::kInt32: return launch_gather_unit<int32_t>(a, stream);
-    case LabelType::kInt64: return launch_gather_unit<int64_t>(a, stream);
-  }
-  return cudaErrorInvalidValue;
+  return with_label_type(a.label_type,
+                         [&](auto label) { return launch_gather_unit<decltype(label)>(a, stream); });
 }
 
 }  // namespace cuda
