@@ -32,6 +32,14 @@ bool is_supported_label_dtype(at::ScalarType t) {
   }
 }
 
+// The label dtype check of both ops (`op` names the operator in the message).
+void check_label_dtype(const at::Tensor& labels, const char* op) {
+  TORCH_CHECK(is_supported_label_dtype(labels.scalar_type()), "syncfree.", op,
+              ": labels must be bool or an integer tensor (uint8, int8, int16, int32, int64), "
+              "got dtype ",
+              labels.scalar_type());
+}
+
 // The value of a SymInt when it is known: always, except for symbolic sizes
 // while torch.compile traces.
 c10::optional<int64_t> known_int(const c10::SymInt& v) {
@@ -105,10 +113,7 @@ void check_gather_sampled_args(const at::Tensor& features, const at::Tensor& lab
   check_gather_args(features, labels);
   TORCH_CHECK(indices.defined() && valid.defined(),
               "syncfree._gather_sampled: indices and valid must be defined tensors");
-  TORCH_CHECK(is_supported_label_dtype(labels.scalar_type()),
-              "syncfree._gather_sampled: labels must be bool or an integer tensor "
-              "(uint8, int8, int16, int32, int64), got dtype ",
-              labels.scalar_type());
+  check_label_dtype(labels, "_gather_sampled");
   TORCH_CHECK(indices.scalar_type() == at::kLong && valid.scalar_type() == at::kBool,
               "syncfree._gather_sampled: indices must be int64 and valid bool, got ",
               indices.scalar_type(), " and ", valid.scalar_type());
@@ -153,10 +158,7 @@ core::SampleParams check_sample_args(const at::Tensor& labels, int64_t num_sampl
   TORCH_CHECK(labels.dim() >= 1,
               "syncfree.balanced_sample: labels must have at least 1 dimension (shape [..., N]), "
               "got a 0-dim tensor");
-  TORCH_CHECK(is_supported_label_dtype(labels.scalar_type()),
-              "syncfree.balanced_sample: labels must be bool or an integer tensor "
-              "(uint8, int8, int16, int32, int64), got dtype ",
-              labels.scalar_type());
+  check_label_dtype(labels, "balanced_sample");
   TORCH_CHECK(num_samples >= 0, "syncfree.balanced_sample: num_samples must be >= 0, got ",
               num_samples);
   TORCH_CHECK(positive_fraction >= 0.0 && positive_fraction <= 1.0,
