@@ -1,76 +1,101 @@
-# Quick start (Debian 12, as root or with sudo):
-#   make bench   # build, then compare syncfree with the naive and topk samplers on the CPU
-#   make test    # build, then run every test (C++, Python, consumer, pip install)
-# Each target installs missing Debian packages first (scripts/setup-debian.sh).
-# More: make bench-python (adds torch.compile where torch has it), make plots,
-# make trace. BENCH_ARGS passes flags to the benchmark (see bench/syncfree_bench.cpp).
+# Quick start (Debian 12 or 13, as root or with sudo):
+#   make bench   # build against torch 2.13.0 (CPU), then compare syncfree with the
+#                # naive and topk samplers on the CPU
+#   make test    # every test, on every supported torch (what CI runs)
+# Each target installs what it needs first: Debian packages
+# (scripts/setup-debian.sh) and a virtual environment per torch version,
+# .venv/torch-<version> (scripts/setup-venv.sh).
+#
+# One torch at a time: make check TORCH=2.14.1 (build + C++ and Python tests +
+# wheel), make build TORCH=..., make bench-python, make plots, make trace.
+# BENCH_ARGS passes flags to the benchmark (see bench/syncfree_bench.cpp).
 
-PYTHON ?= /usr/bin/python3
-BUILD ?= build
+# The torch versions CI tests. The first is the default of every target.
+TORCHES := 2.13.0 2.14.1
+TORCH ?= $(firstword $(TORCHES))
+VENV ?= .venv/torch-$(TORCH)
+PYTHON := $(VENV)/bin/python
+BUILD ?= build/torch-$(TORCH)
 JOBS ?= $(shell nproc)
-CMAKE_FLAGS ?=
-
-BENCH_ARGS ?=
-
+# The CUDA operator: auto builds it when this torch is a CUDA build and nvcc
+# is there (torch 2.14.1 here); ON requires it, OFF skips it.
+CUDA ?= auto
 NVCC ?= /usr/local/cuda/bin/nvcc
+TORCH_CUDA_ARCH_LIST ?= 9.0
+CMAKE_FLAGS ?=
+BENCH_ARGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: all setup configure build test test-cpp test-python test-pip test-cuda-build test-sanitize bench \
-	bench-python plots trace clean
+.PHONY: all setup configure build check test test-cpp test-python test-wheel test-sanitize \
+	bench bench-python plots trace clean
 
 all: build
 
 setup:
 	@scripts/setup-debian.sh
+	@scripts/setup-venv.sh $(TORCH) $(VENV)
 
-$(BUILD)/build.ninja:
-	@$(MAKE) --no-print-directory setup
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
-	  -DPython3_EXECUTABLE=$(PYTHON) $(CMAKE_FLAGS)
+# The C++ build is configured the LibTorch way: from torch's CMake package
+# (CMAKE_PREFIX_PATH), with Python kept out of CMake. The Python package is
+# staged in $(BUILD)/python all the same.
+$(BUILD)/build.ninja: | setup
+	@prefix=$$($(PYTHON) -c 'import torch.utils; print(torch.utils.cmake_prefix_path)') && \
+	cuda=$(CUDA) && \
+	if [ "$$cuda" = auto ]; then \
+	  if $(PYTHON) -c 'import torch, sys; sys.exit(0 if torch.version.cuda else 1)' && [ -x "$(NVCC)" ]; \
+	  then cuda=ON; else cuda=OFF; fi; \
+	fi && \
+	echo "configure: torch $(TORCH), CUDA operator $$cuda" && \
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
+	  -DCMAKE_PREFIX_PATH="$$prefix" -DCMAKE_DISABLE_FIND_PACKAGE_Python3=ON \
+	  -DSYNCFREE_WITH_CUDA=$$cuda -DCMAKE_CUDA_COMPILER=$(NVCC) \
+	  -DTORCH_CUDA_ARCH_LIST="$(TORCH_CUDA_ARCH_LIST)" $(CMAKE_FLAGS)
 
 configure: $(BUILD)/build.ninja
 
-build: setup configure
-	cmake --build $(BUILD) -j $(JOBS)
+build: configure
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake --build $(BUILD) -j $(JOBS)
 
-test: build
-	@$(MAKE) --no-print-directory test-cpp test-sanitize test-cuda-build test-python test-pip
+# Every supported torch, then the sanitizer build of the core.
+test:
+	@set -e; for t in $(TORCHES); do \
+	  echo "=== torch $$t"; $(MAKE) --no-print-directory check TORCH=$$t; \
+	done
+	@$(MAKE) --no-print-directory test-sanitize
+
+# One torch: C++ tests (ctest), Python tests, then the wheel in a fresh venv.
+check: build
+	@$(MAKE) --no-print-directory test-cpp test-python test-wheel
 
 test-cpp:
-	cd $(BUILD) && ctest --output-on-failure
+	cd $(BUILD) && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" ctest --output-on-failure --no-tests=error
 
+# SYNCFREE_EXPECT_CUDA_OPERATOR: the tests fail, instead of skipping, when a
+# build that should have the CUDA operator does not register it.
 test-python:
-	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) -m pytest -q tests/python
+	SYNCFREE_EXPECT_CUDA_OPERATOR=$$(grep -q '^SYNCFREE_CUDA_OPERATOR:INTERNAL=ON' $(BUILD)/CMakeCache.txt && echo 1 || echo 0) \
+	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) -m pytest -q -n 2 -p no:cacheprovider tests/python
 
-# Installs the package with pip into a fresh venv and runs the Python tests
-# against that installed copy.
-test-pip:
-	scripts/check-pip-install.sh $(PYTHON) $(BUILD)/pip-venv
+# pip wheel . (CPU operator), installed into a fresh venv that sees this
+# torch, and the Python tests run against the installed copy.
+test-wheel:
+	scripts/check-wheel.sh $(VENV) $(BUILD)/wheel
 
 # The core (no torch) under AddressSanitizer + UndefinedBehaviorSanitizer with
-# clang: its unit tests, the fuzzer over the seed corpus (every input once, as
-# regression tests), then FUZZ_SECONDS of fuzzing from a copy of the corpus.
-test-sanitize:
-	CC=clang CXX=clang++ cmake -S . -B $(BUILD)-sanitize -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	  -DSYNCFREE_CORE_ONLY=ON -DSYNCFREE_SANITIZE=ON -DSYNCFREE_FUZZ=ON >/dev/null
-	cmake --build $(BUILD)-sanitize -j $(JOBS)
-	cd $(BUILD)-sanitize && ctest --output-on-failure
-	$(BUILD)-sanitize/syncfree_fuzz tests/fuzz/corpus/*
-	rm -rf $(BUILD)-sanitize/corpus && cp -r tests/fuzz/corpus $(BUILD)-sanitize/corpus
-	$(BUILD)-sanitize/syncfree_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
-	  -artifact_prefix=$(BUILD)-sanitize/ $(BUILD)-sanitize/corpus
-
-# Compiles the framework-free CUDA kernels and their standalone tests with
-# nvcc (no GPU or CUDA torch needed) and runs them: without a GPU they skip.
-test-cuda-build:
-	@if [ -x "$(NVCC)" ]; then \
-	  cmake -S . -B $(BUILD)-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DPython3_EXECUTABLE=$(PYTHON) \
-	    -DSYNCFREE_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER=$(NVCC) >/dev/null && \
-	  cmake --build $(BUILD)-cuda -j $(JOBS) --target syncfree_cuda_tests && \
-	  $(BUILD)-cuda/tests/syncfree_cuda_tests; \
-	else \
-	  echo "test-cuda-build: SKIPPED: no CUDA compiler at $(NVCC) (set NVCC=...)"; \
-	fi
+# clang, compiled as C++17: its unit tests, the fuzzer over the seed corpus
+# (every input once, as regression tests), then FUZZ_SECONDS of fuzzing from a
+# copy of the corpus.
+SANITIZE_BUILD := build/sanitize
+test-sanitize: setup
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" CC=clang CXX=clang++ cmake -S . -B $(SANITIZE_BUILD) -G Ninja \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSYNCFREE_CORE_ONLY=ON -DSYNCFREE_SANITIZE=ON \
+	  -DSYNCFREE_FUZZ=ON >/dev/null
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake --build $(SANITIZE_BUILD) -j $(JOBS)
+	cd $(SANITIZE_BUILD) && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" ctest --output-on-failure --no-tests=error
+	$(SANITIZE_BUILD)/syncfree_fuzz tests/fuzz/corpus/*
+	rm -rf $(SANITIZE_BUILD)/corpus && cp -r tests/fuzz/corpus $(SANITIZE_BUILD)/corpus
+	$(SANITIZE_BUILD)/syncfree_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
+	  -artifact_prefix=$(SANITIZE_BUILD)/ $(SANITIZE_BUILD)/corpus
 
 bench: build
 	$(BUILD)/syncfree_bench --json $(BUILD)/bench-cpu.json $(BENCH_ARGS)
@@ -79,8 +104,7 @@ bench-python: build
 	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) bench/bench.py --json $(BUILD)/bench-python.json $(BENCH_ARGS)
 
 # Charts of the last `make bench` run: $(BUILD)/bench-cpu-single.png, -batch.png.
-plots:
-	@scripts/setup-debian.sh plots
+plots: setup
 	@test -f $(BUILD)/bench-cpu.json || $(MAKE) --no-print-directory bench
 	$(PYTHON) bench/plot.py $(BUILD)/bench-cpu.json $(BUILD)/bench-cpu
 
@@ -89,4 +113,4 @@ trace: build
 	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) bench/bench.py --trace $(BUILD)/trace.json $(BENCH_ARGS)
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-cuda $(BUILD)-sanitize
+	rm -rf build

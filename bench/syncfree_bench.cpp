@@ -48,13 +48,12 @@
 #include "baselines.h"
 
 #ifdef SYNCFREE_BENCH_CUDA
-#include <ATen/cuda/CUDAEvent.h>
 #include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
-#include <torch/version.h>
 #endif
 
 namespace {
@@ -196,12 +195,21 @@ class Timer {
   double time_one(const std::function<void()>& fn) {
 #ifdef SYNCFREE_BENCH_CUDA
     if (cuda_) {
-      at::cuda::CUDAEvent begin(cudaEventDefault), end(cudaEventDefault);
-      begin.record();
+      // Plain CUDA events: ATen's CUDAEvent header pulls in cuBLAS and
+      // cuSPARSE headers, which a torch wheel does not ship.
+      const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+      cudaEvent_t begin, end;
+      C10_CUDA_CHECK(cudaEventCreate(&begin));
+      C10_CUDA_CHECK(cudaEventCreate(&end));
+      C10_CUDA_CHECK(cudaEventRecord(begin, stream));
       fn();
-      end.record();
-      end.synchronize();
-      return begin.elapsed_time(end);
+      C10_CUDA_CHECK(cudaEventRecord(end, stream));
+      C10_CUDA_CHECK(cudaEventSynchronize(end));
+      float ms = 0;
+      C10_CUDA_CHECK(cudaEventElapsedTime(&ms, begin, end));
+      C10_CUDA_CHECK(cudaEventDestroy(begin));
+      C10_CUDA_CHECK(cudaEventDestroy(end));
+      return ms;
     }
 #endif
     const auto t0 = std::chrono::steady_clock::now();
@@ -223,15 +231,8 @@ double percentile(std::vector<double> v, double q) {
 // Counts the warnings that CUDA's sync debug mode emits for synchronizing calls.
 class SyncCounter : public c10::WarningHandler {
  public:
-#if TORCH_VERSION_MAJOR >= 2
   using Guard = c10::WarningUtils::WarningHandlerGuard;
   void process(const c10::Warning& w) override { record(w.msg()); }
-#else
-  using Guard = c10::Warning::WarningHandlerGuard;
-  void process(const c10::SourceLocation&, const std::string& msg, const bool) override {
-    record(msg);
-  }
-#endif
   void record(const std::string& msg) {
     if (msg.find("synchroniz") != std::string::npos) ++count;
   }

@@ -1,20 +1,12 @@
 #!/usr/bin/env bash
-# Installs what building and testing syncfree needs on Debian 12 (as root, or
-# through sudo). Does nothing when everything is already there.
-#   scripts/setup-debian.sh          # build and test
-#   scripts/setup-debian.sh plots    # also matplotlib, for bench/plot.py
+# Installs the Debian packages that building and testing syncfree needs (as
+# root, or through sudo): a C++ compiler, GoogleTest, and clang with its
+# sanitizer runtimes. Works on Debian 12 and 13; does nothing when everything
+# is already there. torch, CMake, ninja and the Python tools come from pip
+# (scripts/setup-venv.sh).
 set -euo pipefail
 
-packages=(
-  build-essential cmake ninja-build git
-  libtorch-dev python3-torch python3-torchvision libopenblas0-pthread
-  libgtest-dev googletest clang libclang-rt-14-dev
-  python3-venv python3-pip python3-setuptools python3-wheel
-  python3-pytest python3-numpy python3-scipy
-)
-if [ "${1:-}" = "plots" ]; then
-  packages+=(python3-matplotlib)
-fi
+packages=(build-essential git libgtest-dev googletest clang libclang-rt-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -4,10 +4,10 @@
 // only), graph-safe Philox state from the CUDA generator under its mutex,
 // launch checks.
 #include <ATen/ATen.h>
-#include <ATen/cuda/CUDAContext.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <c10/cuda/CUDAException.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
 #include <mutex>
@@ -103,7 +103,7 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cuda(const at::Tensor& labels
     args.workspace = workspace.data_ptr();
   }
   const cudaError_t err =
-      cuda::launch_balanced_sample(args, at::cuda::getCurrentCUDAStream().stream());
+      cuda::launch_balanced_sample(args, c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(err == cudaSuccess, "syncfree.balanced_sample: CUDA launch failed: ",
               cudaGetErrorString(err));
   C10_CUDA_KERNEL_LAUNCH_CHECK();
@@ -147,7 +147,7 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_cuda(const at::Tensor& feature
   args.k = k;
   args.out_features = out_features.data_ptr();
   args.out_labels = out_labels.data_ptr<int64_t>();
-  const cudaError_t err = cuda::launch_gather(args, at::cuda::getCurrentCUDAStream().stream());
+  const cudaError_t err = cuda::launch_gather(args, c10::cuda::getCurrentCUDAStream().stream());
   TORCH_CHECK(err == cudaSuccess, "syncfree._gather_sampled: CUDA launch failed: ",
               cudaGetErrorString(err));
   C10_CUDA_KERNEL_LAUNCH_CHECK();

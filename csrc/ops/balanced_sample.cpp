@@ -6,7 +6,6 @@
 #include <c10/util/irange.h>
 #include <torch/autograd.h>
 #include <torch/library.h>
-#include <torch/version.h>
 
 #include <cmath>
 #include <limits>
@@ -42,13 +41,7 @@ void check_label_dtype(const at::Tensor& labels, const char* op) {
 
 // The value of a SymInt when it is known: always, except for symbolic sizes
 // while torch.compile traces.
-c10::optional<int64_t> known_int(const c10::SymInt& v) {
-#if TORCH_VERSION_MAJOR >= 2
-  return v.maybe_as_int();
-#else
-  return v.is_symbolic() ? c10::nullopt : c10::make_optional(v.expect_int());
-#endif
-}
+c10::optional<int64_t> known_int(const c10::SymInt& v) { return v.maybe_as_int(); }
 
 }  // namespace
 
@@ -427,7 +420,7 @@ TORCH_LIBRARY_IMPL(syncfree, Autograd, m) {
 }
 
 // balanced_sample has no differentiable output: autograd passes straight
-// through to the backend kernel (torch 1.13 has no such fallback for Meta).
+// through to the backend kernel.
 TORCH_LIBRARY_IMPL(syncfree, Autograd, m) {
   m.impl("balanced_sample", torch::CppFunction::makeFallthrough());
 }

@@ -17,11 +17,17 @@ from ._build_info import TORCH_VERSION as _BUILT_AGAINST
 _LIBRARY = _os.path.join(_os.path.dirname(_os.path.abspath(__file__)), "libsyncfree.so")
 
 
+def _minor(version: str) -> str:
+    """'2.14.1+cu130' -> '2.14': torch's C++ ABI changes between minor releases."""
+    return ".".join(version.split("+")[0].split(".")[:2])
+
+
 def _load_library() -> None:
-    if _torch.__version__ != _BUILT_AGAINST:
+    if _minor(_torch.__version__) != _minor(_BUILT_AGAINST):
         raise ImportError(
             f"syncfree was compiled against torch {_BUILT_AGAINST}, but torch "
-            f"{_torch.__version__} is installed; rebuild syncfree against the installed torch "
+            f"{_torch.__version__} is installed; install the syncfree build for torch "
+            f"{_minor(_torch.__version__)}, or rebuild it against the installed torch "
             f"(pip install --no-build-isolation . from the source tree)"
         )
     try:

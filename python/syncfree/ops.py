@@ -1,4 +1,9 @@
-"""Typed Python wrappers over ``torch.ops.syncfree``."""
+"""Typed Python wrappers over ``torch.ops.syncfree``.
+
+The wrappers are TorchScript-compatible: ``torch.jit.script`` compiles a
+function that calls them (keyword arguments included), and a scripted call
+gives exactly the result of the eager call.
+"""
 from typing import Optional, Tuple
 
 import torch
@@ -19,7 +24,6 @@ def balanced_sample(
     labels: Tensor,
     num_samples: int,
     positive_fraction: float = 0.5,
-    *,
     negative_label: int = 0,
     fill_positives: bool = True,
     seed: Optional[int] = None,
@@ -57,7 +61,8 @@ def balanced_sample(
         order; the remaining slots hold -1. ``valid`` (bool) marks the filled
         slots. No index appears twice in a row.
     """
-    _check_python_types("balanced_sample", [("labels", labels)], fill_positives)
+    if not torch.jit.is_scripting():  # TorchScript checks the types itself
+        _check_python_types("balanced_sample", [("labels", labels)], fill_positives)
     return torch.ops.syncfree.balanced_sample(
         labels,
         num_samples,
@@ -74,7 +79,6 @@ def balanced_sample_gather(
     labels: Tensor,
     num_samples: int,
     positive_fraction: float = 0.5,
-    *,
     negative_label: int = 0,
     fill_positives: bool = True,
     seed: Optional[int] = None,
@@ -93,8 +97,9 @@ def balanced_sample_gather(
         valid [..., K])``. ``sampled_labels`` is int64. Invalid slots hold zero
         features and label -1. Gradients flow to ``features``.
     """
-    _check_python_types("balanced_sample_gather", [("features", features), ("labels", labels)],
-                        fill_positives)
+    if not torch.jit.is_scripting():
+        _check_python_types("balanced_sample_gather", [("features", features), ("labels", labels)],
+                            fill_positives)
     return torch.ops.syncfree.balanced_sample_gather(
         features,
         labels,

@@ -11,6 +11,6 @@ function(run)
 endfunction()
 run(${CMAKE_COMMAND} --install "${SYNCFREE_BUILD_DIR}" --prefix "${prefix}")
 run(${CMAKE_COMMAND} -S "${CONSUMER_SOURCE_DIR}" -B "${build}" -G "${GENERATOR}"
-    "-DCMAKE_PREFIX_PATH=${prefix};${TORCH_PREFIX}" -DCMAKE_BUILD_TYPE=Release)
+    "-DCMAKE_PREFIX_PATH=${prefix}" "-DTorch_DIR=${TORCH_PREFIX}/Torch" -DCMAKE_BUILD_TYPE=Release)
 run(${CMAKE_COMMAND} --build "${build}")
 run("${build}/consumer")

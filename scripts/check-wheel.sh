@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Builds the wheel (pip wheel --no-build-isolation .) with the torch of VENV,
+# checks its contents and metadata, installs it into a fresh venv that sees
+# VENV's packages (torch) through a .pth file, and runs the Python tests
+# against the installed copy, from outside the source tree.
+#   scripts/check-wheel.sh .venv/torch-2.13.0 build/torch-2.13.0/wheel
+set -euo pipefail
+venv="$(cd "${1:?usage: check-wheel.sh VENV WORKDIR}" && pwd)"
+work="${2:?usage: check-wheel.sh VENV WORKDIR}"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+rm -rf "$work" && mkdir -p "$work" && work="$(cd "$work" && pwd)"
+
+echo "check-wheel: pip wheel ."
+"$venv/bin/python" -m pip wheel --no-build-isolation --no-deps -q -w "$work/dist" "$root" 2>&1 |
+  { grep -v "^WARNING: Location" || true; }
+wheel=$(ls "$work"/dist/syncfree-*.whl)
+echo "check-wheel: built $(basename "$wheel")"
+
+# Contents and metadata: the library, py.typed, the license, the torch pin.
+"$venv/bin/python" - "$wheel" <<'PY'
+import sys, zipfile
+import torch
+wheel = sys.argv[1]
+names = zipfile.ZipFile(wheel).namelist()
+meta_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
+meta = zipfile.ZipFile(wheel).read(meta_name).decode()
+minor = ".".join(torch.__version__.split("+")[0].split(".")[:2])
+expect = {
+    "compiled library": any(n.endswith("syncfree/libsyncfree.so") for n in names),
+    "py.typed": "syncfree/py.typed" in names,
+    "LICENSE": any(n.endswith("LICENSE") and ".dist-info/" in n for n in names),
+    f"Requires-Dist: torch=={minor}.*": f"Requires-Dist: torch=={minor}.*" in meta,
+    "License-Expression or License": "License-Expression: BSD-3-Clause" in meta or "License: BSD-3-Clause" in meta,
+    "platform tag (not any)": not wheel.endswith("-any.whl"),
+    "compat subpackage": "syncfree/compat/torchvision.py" in names,
+}
+missing = [k for k, ok in expect.items() if not ok]
+if missing:
+    sys.exit(f"check-wheel: the wheel lacks {missing}: {names}")
+print("check-wheel: contents and metadata ok:", ", ".join(expect))
+PY
+
+fresh="$work/venv"
+"$venv/bin/python" -m venv "$fresh"
+site_of() { "$1/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
+echo "$(site_of "$venv")" >"$(site_of "$fresh")/torch-env.pth"
+# The fresh venv's own setuptools would shadow the newer one that torch needs.
+"$fresh/bin/python" -m pip uninstall -q -y setuptools 2>/dev/null || true
+# With its dependencies: torch is found (through the .pth file), nothing is downloaded.
+"$fresh/bin/python" -m pip install -q --no-index "$wheel"
+cd "$work"
+"$fresh/bin/python" -c "import syncfree, os; print('check-wheel: installed syncfree', syncfree.__version__, 'at', os.path.dirname(syncfree.__file__))"
+SYNCFREE_EXPECT_INSTALLED=1 "$fresh/bin/python" -m pytest -q -n 2 -p no:cacheprovider "$root/tests/python"

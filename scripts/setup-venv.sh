@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Creates (or updates) the project's virtual environment for one torch
+# version: torch from pip, the torchvision built for it where there is one,
+# and the build and test tools of requirements/dev.txt.
+#   scripts/setup-venv.sh 2.13.0 .venv/torch-2.13.0
+# Does nothing when the environment already has exactly what is asked for.
+# PYTHON (default python3) creates the environment.
+set -euo pipefail
+torch_version="${1:?usage: setup-venv.sh TORCH_VERSION VENV_DIR}"
+venv="${2:?usage: setup-venv.sh TORCH_VERSION VENV_DIR}"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+python="${PYTHON:-python3}"
+
+# torchvision releases are built for one torch release each: pair them.
+case "$torch_version" in
+  2.14.1) vision="torchvision==0.29.1" ;;
+  *) vision="" ;;  # none paired here: the torchvision tests skip, saying so
+esac
+
+wanted="torch==$torch_version $vision $(sha256sum "$root/requirements/dev.txt" | cut -c1-16)"
+stamp="$venv/.syncfree-setup"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$wanted" ] && [ -x "$venv/bin/python" ]; then
+  exit 0
+fi
+echo "setup-venv: $venv: torch==$torch_version $vision + requirements/dev.txt"
+t0=$SECONDS
+rm -rf "$venv"
+"$python" -m venv "$venv"
+pip() {  # pip's exit status, without the index's "Location ... is ignored" noise
+  "$venv/bin/python" -m pip "$@" 2>&1 | { grep -v "^WARNING: Location" || true; }
+}
+# shellcheck disable=SC2086
+pip install -q "torch==$torch_version" $vision -r "$root/requirements/dev.txt"
+"$venv/bin/python" -c "import torch; assert torch.__version__.split('+')[0] == '$torch_version', torch.__version__"
+echo "$wanted" >"$stamp"
+echo "setup-venv: ready in $((SECONDS - t0)) s"
