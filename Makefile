@@ -76,10 +76,13 @@ test-python:
 	SYNCFREE_EXPECT_CUDA_OPERATOR=$$(grep -q '^SYNCFREE_CUDA_OPERATOR:INTERNAL=ON' $(BUILD)/CMakeCache.txt && echo 1 || echo 0) \
 	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) -m pytest -q -n 2 -p no:cacheprovider tests/python
 
-# pip wheel . (CPU operator), installed into a fresh venv that sees this
-# torch, and the Python tests run against the installed copy.
+# pip wheel . (with the CUDA operator where this build has it), installed
+# into a fresh venv that sees this torch, and the Python tests run against
+# the installed copy.
 test-wheel:
-	scripts/check-wheel.sh $(VENV) $(BUILD)/wheel
+	cuda=$$(grep -q '^SYNCFREE_CUDA_OPERATOR:INTERNAL=ON' $(BUILD)/CMakeCache.txt && echo 1 || echo 0) && \
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SYNCFREE_WITH_CUDA=$$cuda SYNCFREE_EXPECT_CUDA_OPERATOR=$$cuda \
+	TORCH_CUDA_ARCH_LIST="$(TORCH_CUDA_ARCH_LIST)" scripts/check-wheel.sh $(VENV) $(BUILD)/wheel
 
 # The core (no torch) under AddressSanitizer + UndefinedBehaviorSanitizer with
 # clang, compiled as C++17: its unit tests, the fuzzer over the seed corpus

@@ -52,6 +52,7 @@ class CMakeBuild(build_ext):
             f"-DPython3_EXECUTABLE={sys.executable}",
             "-DSYNCFREE_BUILD_TESTS=OFF",
             "-DSYNCFREE_BUILD_BENCH=OFF",
+            "-DSYNCFREE_WHEEL=ON",
             # SYNCFREE_WITH_CUDA=1 in the environment builds the CUDA operator
             # too (needs nvcc and a CUDA build of torch); TORCH_CUDA_ARCH_LIST
             # picks the GPUs (default 9.0).

@@ -10,7 +10,8 @@ function(run)
   endif()
 endfunction()
 run(${CMAKE_COMMAND} --install "${SYNCFREE_BUILD_DIR}" --prefix "${prefix}")
-run(${CMAKE_COMMAND} -S "${CONSUMER_SOURCE_DIR}" -B "${build}" -G "${GENERATOR}"
+string(REPLACE "|" ";" cuda_hints "${CUDA_HINTS}")
+run(${CMAKE_COMMAND} -S "${CONSUMER_SOURCE_DIR}" -B "${build}" -G "${GENERATOR}" ${cuda_hints}
     "-DCMAKE_PREFIX_PATH=${prefix}" "-DTorch_DIR=${TORCH_PREFIX}/Torch" -DCMAKE_BUILD_TYPE=Release)
 run(${CMAKE_COMMAND} --build "${build}")
 run("${build}/consumer")
