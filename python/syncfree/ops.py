@@ -2,7 +2,7 @@
 
 The wrappers are TorchScript-compatible: ``torch.jit.script`` compiles a
 function that calls them (keyword arguments included), and a scripted call
-gives exactly the result of the eager call.
+returns what the eager call returns for the same arguments and generator state.
 """
 from typing import Optional, Tuple
 
@@ -32,7 +32,8 @@ def balanced_sample(
     """Choose ``num_samples`` items per row, balanced between positives and negatives.
 
     Static shapes, no host-device synchronization, any number of leading (batch)
-    dimensions.
+    dimensions. Every argument may be given by position, in the order below,
+    or by keyword; the function can be called from TorchScript.
 
     Args:
         labels: ``[..., N]`` bool or integer tensor. Per element: ``< 0`` is
@@ -85,6 +86,9 @@ def balanced_sample_gather(
     generator: Optional[torch.Generator] = None,
 ) -> Tuple[Tensor, Tensor, Tensor]:
     """:func:`balanced_sample`, then gather the features and labels of the sample.
+
+    Arguments by position (in the order below) or by keyword; callable from
+    TorchScript.
 
     Args:
         features: ``[..., N, *F]`` tensor whose leading dimensions equal

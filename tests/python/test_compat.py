@@ -1,6 +1,9 @@
 """Drop-in samplers for torchvision and detectron2."""
+import copy
 import itertools
 import random
+import warnings
+from typing import List
 
 import pytest
 import torch
@@ -10,6 +13,8 @@ from syncfree.compat import detectron2 as sf_d2
 
 tv_utils = pytest.importorskip("torchvision.models.detection._utils")
 from syncfree.compat import torchvision as sf_tv  # noqa: E402
+
+TV_SAMPLER = tv_utils.BalancedPositiveNegativeSampler  # patch() replaces the module's name
 
 P_FAIL = 1e-6
 
@@ -102,6 +107,125 @@ def test_patched_faster_rcnn_training_step():
         sf_tv.unpatch(model)
     assert not any(isinstance(getattr(m, "fg_bg_sampler", None), sf_tv.BalancedPositiveNegativeSampler)
                    for m in model.modules())
+
+
+def script(obj):
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated")
+        return torch.jit.script(obj)
+
+
+def test_scripted_sampler_equals_eager():
+    def sample(matched_idxs: List[torch.Tensor], k: int, fraction: float):
+        return sf_tv.BalancedPositiveNegativeSampler(k, fraction)(matched_idxs)
+
+    scripted = script(sample)
+
+    rng = random.Random(5)
+    gen = torch.Generator().manual_seed(5)
+    for case in range(60):
+        images = [random_matched_idxs(rng, gen) for _ in range(rng.randint(0, 4))]
+        if images and rng.random() < 0.3:
+            images[0] = images[0][: images[0].numel() // 4 * 4].reshape(-1, 4)  # any shape
+        K = rng.choice([1, 7, 64, 512])
+        frac = rng.choice([0.25, 0.5, 0.7])
+        torch.manual_seed(case)
+        got = scripted(images, K, frac)
+        torch.manual_seed(case)
+        want = sf_tv.BalancedPositiveNegativeSampler(K, frac)(images)
+        assert len(got[0]) == len(want[0]) == len(images) and len(got[1]) == len(images)
+        for g, w in zip(got[0] + got[1], want[0] + want[1]):
+            assert g.dtype == w.dtype == torch.uint8 and torch.equal(g, w), case
+
+
+def detection_model():
+    import torchvision
+
+    torch.manual_seed(0)
+    return torchvision.models.detection.fasterrcnn_mobilenet_v3_large_320_fpn(
+        weights=None, weights_backbone=None, num_classes=3, min_size=128, max_size=128)
+
+
+def detection_batch():
+    gen = torch.Generator().manual_seed(1)
+    images = [torch.rand(3, 128, 128, generator=gen) for _ in range(2)]
+    targets = [dict(boxes=torch.tensor([[10.0, 20.0, 60.0, 90.0], [50.0, 40.0, 120.0, 110.0]]),
+                    labels=torch.tensor([1, 2])) for _ in range(2)]
+    return images, targets
+
+
+def training_losses(model, seed=7):
+    """One training forward from a seeded default generator: (losses, {op: calls}).
+    The profiler sees the operators of eager and of scripted code alike."""
+    from torch.profiler import ProfilerActivity, profile
+
+    images, targets = detection_batch()
+    model.train()
+    torch.manual_seed(seed)
+    with profile(activities=[ProfilerActivity.CPU]) as prof, warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="RCNN always returns a")  # scripted: (losses, detections)
+        out = model(images, targets)
+    losses = out[0] if isinstance(out, tuple) else out  # scripted: (losses, detections)
+    calls = {"syncfree::balanced_sample": 0, "aten::randperm": 0}
+    for event in prof.events():
+        if event.name in calls:
+            calls[event.name] += 1
+    return losses, calls
+
+
+def samplers_of(model):
+    return [type(m.fg_bg_sampler) for m in model.modules() if hasattr(m, "fg_bg_sampler")]
+
+
+def assert_same_losses(a, b):
+    assert sorted(a) == sorted(b)
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+@pytest.mark.parametrize("how", ["patch() then build", "patch(model)", "patch() then build then unpatch()"])
+def test_scripted_patched_model_samples_with_syncfree(how):
+    if how == "patch(model)":
+        model = sf_tv.patch(detection_model())
+        sf_tv.unpatch()  # the global patch only: the model keeps syncfree's samplers
+    else:
+        with sf_tv.patched():
+            model = detection_model()
+    try:
+        assert samplers_of(model) == [sf_tv.BalancedPositiveNegativeSampler] * 2
+        eager = copy.deepcopy(model)
+        scripted = script(model)
+        # The scripted model holds syncfree's sampler, not torchvision's.
+        assert type(scripted.rpn.fg_bg_sampler) is sf_tv.BalancedPositiveNegativeSampler
+        assert type(scripted.roi_heads.fg_bg_sampler) is sf_tv.BalancedPositiveNegativeSampler
+        got, got_calls = training_losses(scripted)
+        want, want_calls = training_losses(eager)
+        # One syncfree call per head (RPN and ROI heads), no randperm: the
+        # scripted model runs syncfree's sampler, and draws the same samples
+        # as the eager model from the same generator state.
+        assert got_calls == want_calls == {"syncfree::balanced_sample": 2, "aten::randperm": 0}
+        assert_same_losses(got, want)
+    finally:
+        sf_tv.unpatch(model)
+
+
+def test_scripted_torchvision_model_keeps_torchvisions_sampler():
+    # Scripting follows the sampler a module holds: a model without syncfree's
+    # sampler scripts with torchvision's, patched or not.
+    model = detection_model()
+    with sf_tv.patched():
+        assert samplers_of(model) == [TV_SAMPLER] * 2
+        scripted = script(model)
+    assert type(scripted.rpn.fg_bg_sampler) is TV_SAMPLER
+    losses, calls = training_losses(scripted)
+    assert calls["syncfree::balanced_sample"] == 0 and calls["aten::randperm"] > 0
+    # and unpatch(model) takes a patched model back to torchvision's sampler, scripted too.
+    patched_then_unpatched = sf_tv.unpatch(sf_tv.patch(detection_model()))
+    assert samplers_of(patched_then_unpatched) == [TV_SAMPLER] * 2
+    assert "__annotations__" not in patched_then_unpatched.rpn.__dict__
+    again, calls = training_losses(script(patched_then_unpatched))
+    assert calls["syncfree::balanced_sample"] == 0 and calls["aten::randperm"] > 0
+    assert_same_losses(again, losses)
 
 
 def reference_subsample_labels(labels, num_samples, positive_fraction, bg_label):

@@ -1,6 +1,8 @@
 """detectron2's ``subsample_labels``, on syncfree; detectron2 need not be installed.
 
     from syncfree.compat.detectron2 import subsample_labels, subsample_labels_static
+
+Both functions are TorchScript-compatible, as detectron2's own is.
 """
 from typing import Optional, Tuple
 
@@ -17,7 +19,6 @@ def subsample_labels_static(
     num_samples: int,
     positive_fraction: float,
     bg_label: int,
-    *,
     seed: Optional[int] = None,
     generator: Optional[torch.Generator] = None,
 ) -> Tuple[Tensor, Tensor, Tensor]:

@@ -6,8 +6,13 @@
 
 or, for a model that already exists, ``sf_tv.patch(model)``. ``unpatch()``
 undoes both.
+
+Patched models keep syncfree's sampler under ``torch.jit.script``: the sampler
+is a TorchScript class, and a module that holds one declares it as the type of
+its ``fg_bg_sampler`` (see :func:`patch`).
 """
 import contextlib
+import inspect
 from typing import List, Optional, Tuple
 
 import torch
@@ -34,9 +39,13 @@ class BalancedPositiveNegativeSampler:
     labels) and the masks are built with static-shape scatters: no host-device
     synchronization per image. Randomness comes from the default generator of
     the labels' device (one fixed draw per call), not from ``randperm``.
+
+    The class is TorchScript-compatible; a scripted call draws the same
+    samples as an eager call from the same generator state.
     """
 
-    #: Calls made through every instance (for tests and diagnostics).
+    #: Calls made from Python (eager) code through every instance, for tests
+    #: and diagnostics. Calls from TorchScript code are not counted.
     calls = 0
 
     def __init__(self, batch_size_per_image: int, positive_fraction: float) -> None:
@@ -44,42 +53,99 @@ class BalancedPositiveNegativeSampler:
         self.positive_fraction = positive_fraction
 
     def __call__(self, matched_idxs: List[Tensor]) -> Tuple[List[Tensor], List[Tensor]]:
-        type(self).calls += 1
+        if not torch.jit.is_scripting():
+            type(self).calls += 1
+        pos_masks: List[Tensor] = []
+        neg_masks: List[Tensor] = []
         if len(matched_idxs) == 0:
-            return [], []
-        lengths = [int(m.numel()) for m in matched_idxs]
+            return pos_masks, neg_masks
         # Class codes: 1 positive (>= 1), 0 negative (== 0), -1 ignored (the rest,
         # padding included), computed exactly for any dtype.
-        codes = [
-            torch.where(m >= 1, 1, torch.where(m == 0, 0, -1)).to(torch.int8).reshape(-1)
-            for m in matched_idxs
-        ]
+        codes = [torch.where(m >= 1, 1, torch.where(m == 0, 0, -1)).to(torch.int8).reshape(-1)
+                 for m in matched_idxs]
         # Plus one extra, ignored column: never chosen, it keeps gather in
         # bounds and receives the writes of unused slots below.
         labels = torch.nn.functional.pad(
-            torch.nn.utils.rnn.pad_sequence(codes, batch_first=True, padding_value=-1), (0, 1),
-            value=-1)
+            torch.nn.utils.rnn.pad_sequence(codes, batch_first=True, padding_value=-1.0), [0, 1],
+            value=-1.0)
         n = labels.shape[1] - 1
         indices, valid = balanced_sample(labels, self.batch_size_per_image, self.positive_fraction,
                                          fill_positives=False)
         is_pos = labels.gather(1, indices.clamp(min=0)) == 1
         dump = torch.full_like(indices, n)  # unused and other-class slots write to column n
-        masks = []
-        for chosen in (valid & is_pos, valid & ~is_pos):
-            mask = torch.zeros_like(labels, dtype=torch.uint8)
-            mask.scatter_(1, torch.where(chosen, indices, dump), 1)
-            masks.append([mask[i, :length].reshape(m.shape)
-                          for i, (length, m) in enumerate(zip(lengths, matched_idxs))])
-        return masks[0], masks[1]
+        pos = torch.zeros_like(labels, dtype=torch.uint8)
+        pos.scatter_(1, torch.where(valid & is_pos, indices, dump), 1)
+        neg = torch.zeros_like(labels, dtype=torch.uint8)
+        neg.scatter_(1, torch.where(valid & ~is_pos, indices, dump), 1)
+        for i, m in enumerate(matched_idxs):
+            pos_masks.append(pos[i, :m.numel()].reshape(m.shape))
+            neg_masks.append(neg[i, :m.numel()].reshape(m.shape))
+        return pos_masks, neg_masks
 
 
 _original_class: Optional[type] = None
+_ATTRIBUTE = "fg_bg_sampler"
 
 
 def _det_utils():
     import torchvision.models.detection._utils as det_utils
 
     return det_utils
+
+
+# TorchScript takes the type of a module's attribute from the class
+# annotations (torch.jit reads ``module.__annotations__``), and torchvision's
+# RPN and ROI heads annotate ``fg_bg_sampler`` with torchvision's sampler
+# class. A syncfree sampler held there would be converted, attribute by
+# attribute, into an instance of torchvision's class and the scripted model
+# would silently sample with torchvision's code. A module holding a syncfree
+# sampler therefore gets its own ``__annotations__`` (the class's, with
+# ``fg_bg_sampler`` set to the sampler's class).
+
+
+def _class_annotations(cls: type) -> dict:
+    """The annotations torch.jit uses for instances of ``cls``: those of the first class
+    in its MRO that has any."""
+    for klass in cls.__mro__:
+        if hasattr(inspect, "get_annotations"):
+            annotations = inspect.get_annotations(klass)
+        else:  # Python 3.9
+            annotations = klass.__dict__.get("__annotations__", {})
+        if annotations:
+            return dict(annotations)
+    return {}
+
+
+def _sync_annotations(module: torch.nn.Module) -> None:
+    """Make ``module``'s TorchScript type of ``fg_bg_sampler`` the class of the sampler it holds."""
+    sampler = getattr(module, _ATTRIBUTE, None)
+    own = module.__dict__.get("__annotations__")
+    if isinstance(sampler, BalancedPositiveNegativeSampler):
+        annotations = _class_annotations(type(module))
+        annotations[_ATTRIBUTE] = type(sampler)
+        module.__dict__["__annotations__"] = annotations
+    elif isinstance(own, dict) and isinstance(own.get(_ATTRIBUTE), type) and issubclass(
+            own[_ATTRIBUTE], BalancedPositiveNegativeSampler):
+        del module.__dict__["__annotations__"]  # set here before: back to the class's
+
+
+def _install_script_hooks() -> None:
+    """Give torchvision's RPN and ROI heads a ``__prepare_scriptable__`` that syncs the
+    annotations, so that models built after :func:`patch` script with syncfree's sampler."""
+    from torchvision.models.detection.roi_heads import RoIHeads
+    from torchvision.models.detection.rpn import RegionProposalNetwork
+
+    for cls in (RegionProposalNetwork, RoIHeads):
+        previous = cls.__dict__.get("__prepare_scriptable__")
+        if getattr(previous, "_syncfree", False):
+            continue
+
+        def hook(self, _previous=previous):
+            _sync_annotations(self)
+            return _previous(self) if _previous is not None else self
+
+        hook._syncfree = True
+        cls.__prepare_scriptable__ = hook
 
 
 def patch(model: Optional[torch.nn.Module] = None) -> Optional[torch.nn.Module]:
@@ -89,18 +155,30 @@ def patch(model: Optional[torch.nn.Module] = None) -> Optional[torch.nn.Module]:
     which RPN and ROI heads instantiate, so models built afterwards use
     syncfree. With ``model``, also swaps the sampler of every submodule that
     already has one (``fg_bg_sampler``), keeping its settings. Returns ``model``.
+
+    TorchScript: ``torch.jit.script`` scripts each module's ``fg_bg_sampler``
+    with the class of the sampler the module holds, so a patched model samples
+    with syncfree scripted as well as eager. For this the swapped modules of
+    ``model`` get their own ``__annotations__`` naming syncfree's class, and
+    torchvision's ``RegionProposalNetwork`` and ``RoIHeads`` get a
+    ``__prepare_scriptable__`` that does the same when they are scripted (it
+    stays after :func:`unpatch` and leaves modules that hold torchvision's
+    sampler alone).
     """
     global _original_class
     det_utils = _det_utils()
     if _original_class is None:
         _original_class = det_utils.BalancedPositiveNegativeSampler
     det_utils.BalancedPositiveNegativeSampler = BalancedPositiveNegativeSampler
+    _install_script_hooks()
     if model is not None:
         for module in model.modules():
-            old = getattr(module, "fg_bg_sampler", None)
+            old = getattr(module, _ATTRIBUTE, None)
             if old is not None and not isinstance(old, BalancedPositiveNegativeSampler):
-                module.fg_bg_sampler = BalancedPositiveNegativeSampler(old.batch_size_per_image,
-                                                                       old.positive_fraction)
+                setattr(module, _ATTRIBUTE, BalancedPositiveNegativeSampler(old.batch_size_per_image,
+                                                                           old.positive_fraction))
+            if old is not None:
+                _sync_annotations(module)
     return model
 
 
@@ -115,9 +193,10 @@ def unpatch(model: Optional[torch.nn.Module] = None) -> Optional[torch.nn.Module
         original = _det_utils().BalancedPositiveNegativeSampler
     if model is not None:
         for module in model.modules():
-            old = getattr(module, "fg_bg_sampler", None)
+            old = getattr(module, _ATTRIBUTE, None)
             if isinstance(old, BalancedPositiveNegativeSampler):
-                module.fg_bg_sampler = original(old.batch_size_per_image, old.positive_fraction)
+                setattr(module, _ATTRIBUTE, original(old.batch_size_per_image, old.positive_fraction))
+                _sync_annotations(module)
     return model
 
 
