@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""GPU checks and the benchmark verdict of scripts/device-check.sh.
+
+    device_report.py checks                  # syncs per call, CPU == CUDA, graph replays
+    device_report.py targets CPP.json PY.json  # the benchmark against the targets
+
+`checks` prints one line per check and exits non-zero when any check fails;
+`targets` prints the benchmark against the targets and exits 0 when the
+numbers were there to compare (a missed target is reported, not an error);
+it exits non-zero when a benchmark result it needs is missing.
+"""
+import json
+import sys
+import warnings
+
+
+def checks() -> int:
+    import torch
+
+    if not torch.cuda.is_available():
+        print("checks: FAIL: no CUDA device")
+        return 1
+    import syncfree
+    failures = 0
+
+    def report(name, ok, detail):
+        nonlocal failures
+        failures += 0 if ok else 1
+        print(f"{name:<44} {'ok' if ok else 'FAIL':<5} {detail}")
+
+    # Host syncs per call, per op: CUDA's sync debug mode warns on each one.
+    labels = torch.randint(-1, 2, (8, 20000), device="cuda")
+    features = torch.randn(8, 20000, 16, device="cuda")
+    calls = {
+        "balanced_sample": lambda: syncfree.balanced_sample(labels, 1000),
+        "balanced_sample (seed)": lambda: syncfree.balanced_sample(labels, 1000, seed=5),
+        "balanced_sample_gather": lambda: syncfree.balanced_sample_gather(features, labels, 1000),
+    }
+    for name, call in calls.items():
+        call()
+        torch.cuda.synchronize()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.cuda.set_sync_debug_mode("warn")
+            try:
+                for _ in range(10):
+                    call()
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+        syncs = sum("synchroniz" in str(w.message) for w in caught) / 10
+        report(f"syncs per call: {name}", syncs == 0, f"{syncs:g}")
+
+    # CPU == CUDA, bit for bit, on both launch paths (rows up to 16384 labels
+    # take the one-launch kernel), every label dtype.
+    equal = total = 0
+    gen = torch.Generator().manual_seed(0)
+    for dtype in (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64):
+        for shape, k in (((1, 1), 1), ((3, 1000), 100), ((2, 16384), 4096), ((2, 16385), 1638),
+                         ((1, 70000), 7000), ((64, 64), 16), ((1, 200000), 4097)):
+            if dtype == torch.bool:
+                lab = torch.randint(0, 2, shape, generator=gen).bool()
+            else:
+                lab = torch.randint(-1, 3, shape, generator=gen).to(dtype)
+            for seed in (0, 123456789):
+                ci, cv = syncfree.balanced_sample(lab, k, 0.3, seed=seed)
+                gi, gv = syncfree.balanced_sample(lab.cuda(), k, 0.3, seed=seed)
+                total += 1
+                equal += int(torch.equal(ci, gi.cpu()) and torch.equal(cv, gv.cpu()))
+    report("CPU == CUDA (seeded, both launch paths)", equal == total, f"{equal}/{total} equal")
+
+    # CUDA graphs: replays draw fresh samples, each equal to the eager call
+    # from the same generator state; default and explicit generators.
+    for which in ("default generator", "explicit generator"):
+        g = None if which == "default generator" else torch.Generator(device="cuda")
+        lab = torch.randint(-1, 2, (4, 3000), device="cuda")
+        try:
+            if g is None:
+                torch.cuda.manual_seed(11)
+            else:
+                g.manual_seed(11)
+            graph = torch.cuda.CUDAGraph()
+            if g is not None and hasattr(graph, "register_generator_state"):
+                graph.register_generator_state(g)
+            stream = torch.cuda.Stream()
+            stream.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(stream):
+                syncfree.balanced_sample(lab, 300, generator=g)  # warm up
+            torch.cuda.current_stream().wait_stream(stream)
+            if g is None:
+                torch.cuda.manual_seed(11)
+            else:
+                g.manual_seed(11)
+            with torch.cuda.graph(graph):
+                out, _ = syncfree.balanced_sample(lab, 300, generator=g)
+            replays = []
+            for _ in range(3):
+                graph.replay()
+                replays.append(out.clone())
+            if g is None:
+                torch.cuda.manual_seed(11)
+            else:
+                g.manual_seed(11)
+            eager = [syncfree.balanced_sample(lab, 300, generator=g)[0] for _ in range(3)]
+            fresh = not torch.equal(replays[0], replays[1]) and not torch.equal(replays[1], replays[2])
+            same = all(torch.equal(r, e) for r, e in zip(replays, eager))
+            report(f"graph replays ({which})", fresh and same,
+                   f"fresh={fresh} equal-to-eager={same}")
+        except Exception as e:  # a clear error is a result too; record it
+            report(f"graph replays ({which})", False, f"{type(e).__name__}: {str(e)[:160]}")
+    return 1 if failures else 0
+
+
+# Targets on the GPU (ms, syncfree gather, medians).
+TARGETS = [
+    ("single row N=1e6", 1000000, 1, "syncfree", 0.025),
+    ("single row N=1e7", 10000000, 1, "syncfree", 0.100),
+    ("batch 32 x N=1e5", 100000, 32, "syncfree", 0.035),
+    ("row N=1e3, eager", 1000, 1, "syncfree", 0.015),
+    ("row N=1e3, CUDA graph replay", 1000, 1, "syncfree-graph", 0.005),
+]
+
+
+def targets(cpp_json: str, py_json: str) -> int:
+    rows = []
+    for path in (cpp_json, py_json):
+        try:
+            with open(path) as f:
+                rows += [dict(r, source=path) for r in json.load(f)["results"]]
+        except (OSError, ValueError, KeyError) as e:
+            print(f"targets: cannot read {path}: {e}")
+            return 1
+
+    def find(n, batch, impl):
+        for r in rows:
+            if r["n"] == n and r["batch"] == batch and r["impl"] == impl and r.get("supported"):
+                return r
+        return None
+
+    missing = met = missed = 0
+    print(f"{'target':<34} {'limit ms':>9} {'measured ms':>12}  verdict")
+    for name, n, batch, impl, limit in TARGETS:
+        r = find(n, batch, impl)
+        if r is None:
+            missing += 1
+            print(f"{name:<34} {limit:>9.4f} {'-':>12}  NOT MEASURED")
+            continue
+        ok = r["median_ms"] <= limit
+        met, missed = met + ok, missed + (not ok)
+        print(f"{name:<34} {limit:>9.4f} {r['median_ms']:>12.4f}  {'met' if ok else 'MISSED'}")
+    # At least 10x the best of the seed article's samplers (naive, topk, topk
+    # compiled) at N >= 1e6 and for batch 32.
+    for r in rows:
+        if r["impl"] != "syncfree" or not r.get("supported"):
+            continue
+        if not (r["n"] >= 1000000 or r["batch"] == 32):
+            continue
+        rivals = [q for q in rows if q["n"] == r["n"] and q["batch"] == r["batch"] and q.get("supported")
+                  and q["impl"] in ("naive", "topk", "topk-compiled")]
+        if not rivals:
+            continue
+        best = min(rivals, key=lambda q: q["median_ms"])
+        ratio = best["median_ms"] / r["median_ms"]
+        ok = ratio >= 10
+        met, missed = met + ok, missed + (not ok)
+        name = f">=10x best rival N={r['n']} B={r['batch']} ({r['source'].rsplit('/', 1)[-1]})"
+        print(f"{name:<60} {ratio:>6.1f}x vs {best['impl']:<13} {'met' if ok else 'MISSED'}")
+    syncs = [r for r in rows if r["impl"].startswith("syncfree") and r.get("syncs_per_call") not in (None, 0)]
+    for r in syncs:
+        missed += 1
+        print(f"syncs per call {r['impl']} N={r['n']} B={r['batch']}: {r['syncs_per_call']}  MISSED")
+    print(f"targets: {met} met, {missed} missed, {missing} not measured")
+    return 1 if missing else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) >= 2 and sys.argv[1] == "checks":
+        sys.exit(checks())
+    if len(sys.argv) == 4 and sys.argv[1] == "targets":
+        sys.exit(targets(sys.argv[2], sys.argv[3]))
+    sys.exit(__doc__)
