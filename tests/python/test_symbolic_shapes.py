@@ -1,46 +1,26 @@
-"""Symbolic (dynamic) shapes: the Meta kernels work on fake tensors whose sizes
-are symbolic, as torch.compile(dynamic=True) and torch.export produce them.
+"""Symbolic (dynamic) shapes: the Meta kernels and the autograd backward work
+on fake tensors whose sizes are symbolic, as torch.compile(dynamic=True) and
+torch.export produce them.
 
-Tracing uses make_fx(tracing_mode="symbolic"). torch 2.x runs a custom op's C++
-Meta kernel on such tensors by itself. torch 1.13's fake tensors run only an
-allow-list of C++ Meta kernels there, so on 1.13 these tests add the syncfree
-ops to that list: the kernels under test are the same, only the gate differs.
-torch 1.13 cannot trace a C++ autograd Function symbolically (its
-VariableInfo reads concrete sizes), so the backward is traced on 2.x only.
+Tracing uses make_fx(tracing_mode="symbolic"), which runs the operators' C++
+Meta kernels on such tensors; the traced graph then runs on other shapes.
 """
 import pytest
 import torch
-from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import syncfree
 
-OPS = [
-    torch.ops.syncfree.balanced_sample.default,
-    torch.ops.syncfree.balanced_sample_gather.default,
-    torch.ops.syncfree._gather_sampled.default,
-]
-ALLOW_LIST = "functions_with_cpp_meta_impl_that_support_symint"  # torch 1.13 only
-TORCH_1 = isinstance(getattr(FakeTensorMode, ALLOW_LIST, None), property)
 
-
-@pytest.fixture
-def symbolic(monkeypatch):
-    if TORCH_1:
-        allowed = getattr(FakeTensorMode, ALLOW_LIST)
-        monkeypatch.setattr(FakeTensorMode, ALLOW_LIST, property(lambda self: allowed.fget(self) + OPS))
-
-    def trace(fn, *args):
-        return make_fx(fn, tracing_mode="symbolic")(*args)
-
-    return trace
+def symbolic(fn, *args):
+    return make_fx(fn, tracing_mode="symbolic")(*args)
 
 
 def is_symbolic(dim):
     return not isinstance(dim, int)
 
 
-def test_sample_keeps_batch_dims_symbolic(symbolic):
+def test_sample_keeps_batch_dims_symbolic():
     shapes = []
 
     def fn(labels):
@@ -59,7 +39,7 @@ def test_sample_keeps_batch_dims_symbolic(symbolic):
         assert all(torch.equal(g, w) for g, w in zip(got, want))
 
 
-def test_gather_keeps_all_dims_symbolic(symbolic):
+def test_gather_keeps_all_dims_symbolic():
     shapes = []
 
     def fn(features, labels):
@@ -79,7 +59,31 @@ def test_gather_keeps_all_dims_symbolic(symbolic):
         assert all(torch.equal(g, w) for g, w in zip(got, want))
 
 
-def test_shape_checks_still_fire_on_symbolic_sizes(symbolic):
+def test_internal_gather_keeps_dims_symbolic():
+    shapes = []
+
+    def fn(features, labels, indices, valid):
+        out = torch.ops.syncfree._gather_sampled(features, labels, indices, valid)
+        shapes.append([tuple(t.shape) for t in out])
+        return out
+
+    def inputs(lead, n, k):
+        features, labels = torch.randn(lead + (n, 3)), torch.randint(-1, 3, lead + (n,))
+        return (features, labels) + tuple(syncfree.balanced_sample(labels, k, seed=5))
+
+    graph = symbolic(fn, *inputs((2, 4), 60, 7))
+    (f_shape, l_shape), = shapes
+    # Every size comes from an input's: batch and K from indices, F from features.
+    assert len(f_shape) == 4 and all(is_symbolic(d) for d in f_shape)
+    assert len(l_shape) == 3 and all(is_symbolic(d) for d in l_shape)
+    for lead, n, k in [((2, 4), 60, 7), ((3, 2), 10, 12), ((5, 3), 100, 2)]:
+        args = inputs(lead, n, k)
+        got = graph(*args)
+        want = torch.ops.syncfree._gather_sampled(*args)
+        assert all(torch.equal(g, w) for g, w in zip(got, want))
+
+
+def test_shape_checks_still_fire_on_symbolic_sizes():
     def fn(features, labels):
         return torch.ops.syncfree.balanced_sample_gather(features, labels, 8, seed=1)
 
@@ -87,8 +91,7 @@ def test_shape_checks_still_fire_on_symbolic_sizes(symbolic):
         symbolic(fn, torch.randn(3, 100, 5), torch.randint(-1, 3, (3, 101)))
 
 
-@pytest.mark.skipif(TORCH_1, reason="torch 1.13's autograd reads concrete sizes of a C++ Function's inputs")
-def test_backward_traces_with_symbolic_sizes(symbolic):
+def test_backward_traces_with_symbolic_sizes():
     def fn(features, labels):
         f, _, _ = torch.ops.syncfree.balanced_sample_gather(features, labels, 8, seed=2)
         return torch.autograd.grad((f * f).sum(), features)
@@ -98,4 +101,4 @@ def test_backward_traces_with_symbolic_sizes(symbolic):
     for rows, n in [(3, 50), (2, 20)]:
         features = torch.randn(rows, n, 4, requires_grad=True)
         labels = torch.randint(-1, 3, (rows, n))
-        assert torch.allclose(graph(features, labels)[0], fn(features, labels)[0])
+        assert torch.equal(graph(features, labels)[0], fn(features, labels)[0])
