@@ -100,7 +100,8 @@ test-sanitize: setup
 	$(SANITIZE_BUILD)/syncfree_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  -artifact_prefix=$(SANITIZE_BUILD)/ $(SANITIZE_BUILD)/corpus
 
-bench: build
+bench: configure
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake --build $(BUILD) -j $(JOBS) --target syncfree_bench
 	$(BUILD)/syncfree_bench --json $(BUILD)/bench-cpu.json $(BENCH_ARGS)
 
 bench-python: build
