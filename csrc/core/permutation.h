@@ -42,15 +42,16 @@ SYNCFREE_HD uint32_t feistel_round(uint32_t value, uint32_t round_key) {
   return static_cast<uint32_t>(z >> 32) ^ static_cast<uint32_t>(z);
 }
 
-// Number of bits m such that 2^m >= n (n >= 2).
+// Number of bits m such that 2^m >= n (n >= 2): the bit length of n - 1.
 SYNCFREE_HD int bits_for(int64_t n) {
+  const uint64_t v = static_cast<uint64_t>(n - 1);
+#ifdef __CUDA_ARCH__
+  return 64 - __clzll(static_cast<long long>(v));  // no loop on the device
+#else
   int m = 0;
-  uint64_t v = static_cast<uint64_t>(n - 1);
-  while (v != 0) {
-    ++m;
-    v >>= 1;
-  }
+  for (uint64_t u = v; u != 0; u >>= 1) ++m;
   return m;
+#endif
 }
 
 // Whether element a (with sort key ka) precedes element b (key kb) in the

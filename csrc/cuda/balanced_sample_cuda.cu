@@ -1,8 +1,8 @@
 // CUDA backend of syncfree::balanced_sample and of the gather step: the torch
 // adapter around the framework-free launchers (sampler.h). Device guard,
 // current stream, workspace from the caching allocator (sized from shapes
-// only), graph-safe Philox state from the CUDA generator under its mutex,
-// launch checks.
+// only), graph-safe Philox state from the CUDA generator under its mutex
+// (drawn only once every check has passed), launch checks.
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
 #include <c10/cuda/CUDAException.h>
@@ -37,21 +37,44 @@ cuda::LabelType label_type(at::ScalarType t) {
   return cuda::LabelType::kInt64;
 }
 
-cuda::RandomSource random_source(const c10::optional<int64_t>& seed,
-                                 const c10::optional<at::Generator>& generator,
-                                 const at::Device& device) {
+// The CUDA generator a call draws from (the given one or the device's
+// default), after checking it: draws nothing.
+at::CUDAGeneratorImpl* call_generator(const c10::optional<at::Generator>& generator,
+                                      const at::Device& device) {
+  check_generator_device(generator, device);
+  return at::get_generator_or_default<at::CUDAGeneratorImpl>(
+      generator, at::cuda::detail::getDefaultCUDAGenerator(device.index()));
+}
+
+// Draws (seed, offset) of a call: the user's seed with offset 0, or
+// kGeneratorIncrement from the generator's Philox state under its mutex.
+// Inside a CUDA graph capture the state lives on the device (read by the
+// kernels at replay, so every replay draws fresh samples). torch 2.14 and
+// newer register any generator used during a capture with the graph; older
+// releases require an explicit generator to be registered before the capture
+// begins, and fail here otherwise.
+cuda::RandomSource draw_random(const c10::optional<int64_t>& seed, at::CUDAGeneratorImpl* gen,
+                               bool explicit_generator, cudaStream_t stream) {
   cuda::RandomSource src;
   if (seed.has_value()) {
     src.seed = static_cast<uint64_t>(*seed);
     return src;
   }
-  check_generator_device(generator, device);
-  auto* gen = at::get_generator_or_default<at::CUDAGeneratorImpl>(
-      generator, at::cuda::detail::getDefaultCUDAGenerator(device.index()));
   at::PhiloxCudaState state;
-  {
+  try {
     std::lock_guard<std::mutex> lock(gen->mutex_);
     state = gen->philox_cuda_state(kGeneratorIncrement);
+  } catch (const c10::Error& e) {
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) (void)cudaGetLastError();
+    if (!explicit_generator || capture == cudaStreamCaptureStatusNone) throw;
+    TORCH_CHECK(false,
+                "syncfree.balanced_sample: the generator argument cannot be used in this CUDA "
+                "graph capture: expected a generator registered with the graph being captured, "
+                "got one that is not (this torch does not register generators by itself: call "
+                "graph.register_generator_state(generator) on the torch.cuda.CUDAGraph before "
+                "the capture begins, or pass seed= instead); torch reported: ",
+                e.what_without_backtrace());
   }
   if (state.captured_) {  // inside graph capture: read on the device at replay
     src.seed_ptr = reinterpret_cast<const int64_t*>(state.seed_.ptr);
@@ -64,6 +87,8 @@ cuda::RandomSource random_source(const c10::optional<int64_t>& seed,
   return src;
 }
 
+// Every check and allocation comes before the draw from the generator, so
+// a rejected call leaves the generator as it was.
 std::tuple<at::Tensor, at::Tensor> balanced_sample_cuda(const at::Tensor& labels,
                                                         int64_t num_samples,
                                                         double positive_fraction,
@@ -74,16 +99,24 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cuda(const at::Tensor& labels
   core::SampleParams params = check_sample_args(labels, num_samples, positive_fraction,
                                                 negative_label, fill_positives, seed, generator);
   const c10::cuda::CUDAGuard guard(labels.device());
-  const cuda::RandomSource random = random_source(seed, generator, labels.device());
+  at::CUDAGeneratorImpl* const gen =
+      seed.has_value() ? nullptr : call_generator(generator, labels.device());
+  const bool explicit_generator = generator.has_value() && generator->defined();
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  const int64_t rows = num_rows(labels).expect_int();
+  const int64_t n = labels.size(-1);
+  const bool empty = rows == 0 || num_samples == 0;
+  TORCH_CHECK(empty || cuda::shape_supported(rows, n),
+              "syncfree.balanced_sample: labels too large for the CUDA backend: expected at most "
+              "2147483647 blocks of work (rows * ceil(N / 65536), at least one per row), got ",
+              rows, " rows of N = ", n, " labels (shape ", labels.sizes(), ")");
 
   at::Tensor indices, valid;
   std::tie(indices, valid) = empty_sample_outputs(labels, num_samples);
-  const int64_t rows = num_rows(labels).expect_int();
-  const int64_t n = labels.size(-1);
-  if (rows == 0 || num_samples == 0) return {indices, valid};
-  TORCH_CHECK(cuda::shape_supported(rows, n),
-              "syncfree.balanced_sample: labels too large for the CUDA backend: ", rows,
-              " rows of ", n, " labels");
+  if (empty) {  // nothing to launch; the generator advances as for any call
+    (void)draw_random(seed, gen, explicit_generator, stream);
+    return {indices, valid};
+  }
 
   // Strided labels are made contiguous (one copy); the kernels read [rows, n].
   const at::Tensor flat = labels.reshape({rows, n}).contiguous();
@@ -93,7 +126,6 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cuda(const at::Tensor& labels
   args.rows = rows;
   args.n = n;
   args.params = params;
-  args.random = random;
   args.indices = indices.data_ptr<int64_t>();
   args.valid = valid.data_ptr<bool>();
   const size_t workspace_bytes = cuda::workspace_bytes(args);
@@ -102,8 +134,8 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cuda(const at::Tensor& labels
     workspace = at::empty({static_cast<int64_t>(workspace_bytes)}, labels.options().dtype(at::kByte));
     args.workspace = workspace.data_ptr();
   }
-  const cudaError_t err =
-      cuda::launch_balanced_sample(args, c10::cuda::getCurrentCUDAStream().stream());
+  args.random = draw_random(seed, gen, explicit_generator, stream);
+  const cudaError_t err = cuda::launch_balanced_sample(args, stream);
   TORCH_CHECK(err == cudaSuccess, "syncfree.balanced_sample: CUDA launch failed: ",
               cudaGetErrorString(err));
   C10_CUDA_KERNEL_LAUNCH_CHECK();

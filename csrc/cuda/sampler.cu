@@ -1,7 +1,7 @@
 // CUDA kernels of balanced sampling (framework-free: no torch header).
 #include "cuda/sampler.h"
 
-#include <cub/block/block_scan.cuh>
+#include <new>
 
 #include "core/compact.h"
 #include "core/labels.h"
@@ -12,18 +12,25 @@ namespace cuda {
 
 namespace {
 
-constexpr int kCompactThreads = 512;
-constexpr int kCompactItems = 16;  // per thread and round: 8192 labels a round
+constexpr int kWarp = 32;
+constexpr int kCompactThreads = 512;  // compact_kernel; the most row_kernel takes
+constexpr int kMaxWarps = kCompactThreads / kWarp;
+constexpr int kCompactItems = 16;     // labels per thread and round
+constexpr int kRowMinThreads = 64;    // row_kernel: two warps at least (occupancy)
 constexpr int kSlotThreads = 256;
+constexpr int kPlanThreads = 128;
 constexpr int kGatherThreads = 256;
 constexpr int64_t kMaxSlotBlocks = int64_t{1} << 20;
 
 size_t align16(size_t bytes) { return (bytes + 15) / 16 * 16; }
 
+// Workspace of the three-launch path: the compacted rows (2 bytes per
+// label), each class's per-row chunk prefix sums, and each row's plan.
 struct Layout {
   uint16_t* work;
   int64_t* pos_prefix;
   int64_t* neg_prefix;
+  core::RowPlan* plans;
   int64_t chunks;
 };
 
@@ -31,49 +38,102 @@ Layout layout(void* workspace, int64_t rows, int64_t n) {
   Layout l;
   l.chunks = core::num_chunks(n);
   char* base = static_cast<char*>(workspace);
+  const size_t work_bytes = align16(static_cast<size_t>(rows * n) * 2);
+  const size_t prefix_bytes = align16(2 * static_cast<size_t>(rows * (l.chunks + 1)) * 8);
   l.work = reinterpret_cast<uint16_t*>(base);
-  l.pos_prefix = reinterpret_cast<int64_t*>(base + align16(static_cast<size_t>(rows * n) * 2));
+  l.pos_prefix = reinterpret_cast<int64_t*>(base + work_bytes);
   l.neg_prefix = l.pos_prefix + rows * (l.chunks + 1);
+  l.plans = reinterpret_cast<core::RowPlan*>(base + work_bytes + prefix_bytes);
   return l;
 }
 
-using BlockScan = cub::BlockScan<uint32_t, kCompactThreads>;
+size_t layout_bytes(int64_t rows, int64_t n) {
+  const int64_t chunks = core::num_chunks(n);
+  return align16(static_cast<size_t>(rows * n) * 2) +
+         align16(2 * static_cast<size_t>(rows * (chunks + 1)) * 8) +
+         static_cast<size_t>(rows) * sizeof(core::RowPlan);
+}
+
+// Sum of v over the warp (every lane gets it).
+__device__ __forceinline__ uint32_t warp_sum(uint32_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return __reduce_add_sync(0xFFFFFFFFu, v);
+#else
+  for (int d = kWarp / 2; d > 0; d /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, d);
+  return v;
+#endif
+}
 
 // Block-wide, order-preserving compaction of row[0..len) (len <= kChunk)
 // into work[0..len) (global or shared memory): positives' offsets at the
-// front, negatives' at the back in reverse, the layout the CPU writes. Every
-// thread gets the class counts.
+// front, negatives' at the back in reverse, the layout the CPU writes
+// (core/compact.h). Every thread gets the class counts; the block ends
+// synchronized (work is complete). blockDim.x must be a multiple of 32, at
+// most kCompactThreads; warp_counts holds kMaxWarps entries.
+//
+// A round covers blockDim.x * kCompactItems consecutive labels, warp w the
+// w-th run of 32 * kCompactItems of them, in kCompactItems steps of 32
+// consecutive labels, one per lane: each warp load is one contiguous
+// segment. A label's rank within its class is the count in the earlier
+// rounds, in the round's earlier warps (a scan of one word per warp), in the
+// warp's earlier steps and in the step's lower lanes (warp ballots): the
+// same ranks as a serial pass.
 template <typename T>
 __device__ void compact_block(const T* __restrict__ row, int64_t len, int64_t negative_label,
-                              uint16_t* work, BlockScan::TempStorage& temp, int64_t* num_pos,
+                              uint16_t* work, uint32_t* warp_counts, int64_t* num_pos,
                               int64_t* num_neg) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int warp = static_cast<int>(threadIdx.x) / kWarp;
+  const int warps = static_cast<int>(blockDim.x) / kWarp;
+  const uint32_t lanes_below = (1u << lane) - 1u;
+  const int64_t warp_span = int64_t{kWarp} * kCompactItems;
   int64_t pos_total = 0;
   int64_t neg_total = 0;
-  for (int64_t round = 0; round < len; round += kCompactThreads * kCompactItems) {
-    const int64_t first = round + static_cast<int64_t>(threadIdx.x) * kCompactItems;
-    uint32_t pos_bits = 0, neg_bits = 0, np = 0, nq = 0;
+  for (int64_t round = 0; round < len; round += warp_span * warps) {
+    const int64_t base = round + warp * warp_span;  // the warp's first label of the round
+    // Pass 1: load and classify (all loads independent), count per warp.
+    uint32_t pos_bits = 0, neg_bits = 0;  // bit i: this lane's label of step i
 #pragma unroll
     for (int i = 0; i < kCompactItems; ++i) {
+      const int64_t x = base + i * kWarp + lane;
       bool pos = false, neg = false;
-      if (first + i < len) core::classify(row[first + i], negative_label, &pos, &neg);
+      if (x < len) core::classify(row[x], negative_label, &pos, &neg);
       pos_bits |= static_cast<uint32_t>(pos) << i;
       neg_bits |= static_cast<uint32_t>(neg) << i;
-      np += pos;
-      nq += neg;
     }
-    // Per-round counts are below 2^16: scan both classes in one word.
-    uint32_t before, total;
-    BlockScan(temp).ExclusiveSum(np | (nq << 16), before, total);
-    int64_t p = pos_total + (before & 0xFFFF);
+    // Per-warp counts are at most 512 and per-round ones at most 8192, below
+    // 2^16: both classes travel in one word.
+    const uint32_t counts = warp_sum(static_cast<uint32_t>(__popc(pos_bits)) |
+                                     (static_cast<uint32_t>(__popc(neg_bits)) << 16));
+    if (lane == 0) warp_counts[warp] = counts;
+    __syncthreads();
+    uint32_t scan = lane < warps ? warp_counts[lane] : 0u;  // inclusive scan over warps
+#pragma unroll
+    for (int d = 1; d < kWarp; d *= 2) {
+      const uint32_t other = __shfl_up_sync(0xFFFFFFFFu, scan, d);
+      if (lane >= d) scan += other;
+    }
+    const uint32_t total = __shfl_sync(0xFFFFFFFFu, scan, kWarp - 1);
+    const uint32_t before = warp == 0 ? 0u : __shfl_sync(0xFFFFFFFFu, scan, warp - 1);
+    // Pass 2: write the offsets, step by step, lanes in order.
+    int64_t p = pos_total + (before & 0xFFFFu);
     int64_t q = neg_total + (before >> 16);
 #pragma unroll
     for (int i = 0; i < kCompactItems; ++i) {
-      if (pos_bits >> i & 1) work[p++] = static_cast<uint16_t>(first + i);
-      if (neg_bits >> i & 1) work[len - 1 - q++] = static_cast<uint16_t>(first + i);
+      if (base + i * kWarp >= len) break;  // the same for the whole warp
+      const bool pos = (pos_bits >> i) & 1u;
+      const bool neg = (neg_bits >> i) & 1u;
+      const uint32_t pos_lanes = __ballot_sync(0xFFFFFFFFu, pos);
+      const uint32_t neg_lanes = __ballot_sync(0xFFFFFFFFu, neg);
+      const uint16_t offset = static_cast<uint16_t>(base + i * kWarp + lane);
+      if (pos) work[p + __popc(pos_lanes & lanes_below)] = offset;
+      if (neg) work[len - 1 - (q + __popc(neg_lanes & lanes_below))] = offset;
+      p += __popc(pos_lanes);
+      q += __popc(neg_lanes);
     }
-    pos_total += total & 0xFFFF;
+    pos_total += total & 0xFFFFu;
     neg_total += total >> 16;
-    __syncthreads();  // temp is reused by the next round
+    __syncthreads();  // warp_counts is reused by the next round; work is complete
   }
   *num_pos = pos_total;
   *num_neg = neg_total;
@@ -110,56 +170,118 @@ struct BlockPermutation {
   __device__ int64_t operator()(int64_t x) const { return table ? table[x] : (*perm)(x); }
 };
 
-// Tabulates the permutations marked in `tabulate` (small ones the row uses)
-// into table[p][0..n): keys first, then each element's rank, one thread per
-// element. Every thread of the block calls it (it synchronizes).
+// Shared memory of row_kernel beyond its fixed part, for rows of n labels:
+// the keys of up to three small permutations (each of at most min(n, 128)
+// elements: a row's permutations have at most n elements), the compacted
+// row, the tabulated permutations.
+struct RowShared {
+  int64_t small;  // elements per permutation table: min(n, kSmallDomain)
+  size_t keys_offset, work_offset, table_offset, bytes;
+
+  __host__ __device__ explicit RowShared(int64_t n) {
+    small = n < core::kSmallDomain ? n : core::kSmallDomain;
+    keys_offset = 0;
+    work_offset = keys_offset + 3 * static_cast<size_t>(small) * sizeof(uint64_t);
+    table_offset = work_offset + static_cast<size_t>(n) * sizeof(uint16_t);
+    bytes = table_offset + 3 * static_cast<size_t>(small);
+  }
+};
+
+// Element e of three tables laid end to end (sizes size[0..2]): returns the
+// table and leaves the element's index within it in *e.
+__device__ __forceinline__ int split_element(const int64_t size[3], int64_t* e) {
+  if (*e < size[0]) return 0;
+  *e -= size[0];
+  if (*e < size[1]) return 1;
+  *e -= size[1];
+  return 2;
+}
+
+// Tabulates the used small permutations of a row into table + p * stride
+// (p = 0, 1, 2: slots, positives, negatives): the keys first, then each
+// element's rank, one element per thread over the three tables together.
+// Every thread of the block calls it (it synchronizes).
 __device__ void tabulate_small(const core::Permutation* const perms[3], const bool tabulate[3],
-                               uint64_t (*keys)[core::kSmallDomain],
-                               uint8_t (*table)[core::kSmallDomain]) {
-  for (int p = 0; p < 3; ++p) {
-    if (!tabulate[p]) continue;
-    for (int64_t j = threadIdx.x; j < perms[p]->size(); j += blockDim.x)
-      keys[p][j] = perms[p]->small_key(j);
+                               int64_t stride, uint64_t* keys, uint8_t* table) {
+  const int64_t size[3] = {tabulate[0] ? perms[0]->size() : 0,
+                           tabulate[1] ? perms[1]->size() : 0,
+                           tabulate[2] ? perms[2]->size() : 0};
+  const int64_t total = size[0] + size[1] + size[2];
+  if (total == 0) return;  // the same for the whole block
+  for (int64_t e = threadIdx.x; e < total; e += blockDim.x) {
+    int64_t j = e;
+    const int p = split_element(size, &j);
+    const core::Permutation* perm = p == 0 ? perms[0] : p == 1 ? perms[1] : perms[2];
+    keys[p * stride + j] = perm->small_key(j);
   }
   __syncthreads();
-  for (int p = 0; p < 3; ++p) {
-    if (!tabulate[p]) continue;
-    const int64_t n = perms[p]->size();
-    for (int64_t x = threadIdx.x; x < n; x += blockDim.x)
-      table[p][x] = static_cast<uint8_t>(core::small_rank_from_keys(keys[p], n, x));
+  for (int64_t e = threadIdx.x; e < total; e += blockDim.x) {
+    int64_t x = e;
+    const int p = split_element(size, &x);
+    const int64_t n = p == 0 ? size[0] : p == 1 ? size[1] : size[2];
+    table[p * stride + x] =
+        static_cast<uint8_t>(core::small_rank_from_keys(keys + p * stride, n, x));
   }
   __syncthreads();
 }
 
+// Room for one RowPlan in shared memory (built by one thread, read by all).
+struct alignas(core::RowPlan) PlanStorage {
+  unsigned char bytes[sizeof(core::RowPlan)];
+};
+
+// Threads of row_kernel for rows of n labels and k slots: enough for one
+// compaction round, one element of a tabulated permutation and one slot per
+// thread, in whole warps, at least kRowMinThreads and at most
+// kCompactThreads.
+int row_threads(int64_t n, int64_t k) {
+  int64_t t = (n + kCompactItems - 1) / kCompactItems;
+  const int64_t small = n < core::kSmallDomain ? n : core::kSmallDomain;
+  if (t < small) t = small;
+  if (t < k) t = k;
+  if (t < kRowMinThreads) t = kRowMinThreads;
+  if (t > kCompactThreads) t = kCompactThreads;
+  return static_cast<int>((t + kWarp - 1) / kWarp * kWarp);
+}
+
 // One launch for rows of n <= kOneLaunchMaxN labels: block r compacts row r
-// into shared memory, tabulates the row's small permutations, then its
-// threads fill the row's slots.
+// into shared memory; its first thread builds the row's plan into shared
+// memory; the block tabulates the row's small permutations, then its
+// threads fill the row's slots. Dynamic shared memory: RowShared(n).bytes.
 template <typename T>
 __global__ void __launch_bounds__(kCompactThreads)
     row_kernel(const T* __restrict__ labels, int64_t n, core::SampleParams params,
                RandomSource random, int64_t* __restrict__ indices, bool* __restrict__ valid) {
-  __shared__ BlockScan::TempStorage temp;
-  __shared__ uint16_t work[kOneLaunchMaxN];
-  __shared__ uint64_t keys[3][core::kSmallDomain];
-  __shared__ uint8_t table[3][core::kSmallDomain];
+  extern __shared__ uint64_t row_shared[];
+  __shared__ uint32_t warp_counts[kMaxWarps];
+  __shared__ PlanStorage plan_storage;
+  const RowShared smem(n);
+  char* const shared = reinterpret_cast<char*>(row_shared);
+  uint64_t* const keys = reinterpret_cast<uint64_t*>(shared + smem.keys_offset);
+  uint16_t* const work = reinterpret_cast<uint16_t*>(shared + smem.work_offset);
+  uint8_t* const table = reinterpret_cast<uint8_t*>(shared + smem.table_offset);
   const int64_t r = blockIdx.x;
   int64_t pos_prefix[2] = {0, 0};
   int64_t neg_prefix[2] = {0, 0};
-  compact_block(labels + r * n, n, params.negative_label, work, temp, &pos_prefix[1],
+  compact_block(labels + r * n, n, params.negative_label, work, warp_counts, &pos_prefix[1],
                 &neg_prefix[1]);  // ends with __syncthreads(): work is complete
-  set_random(random, &params);
+  if (threadIdx.x == 0) {
+    set_random(random, &params);
+    new (plan_storage.bytes)
+        core::RowPlan(core::make_row_plan(params, r, pos_prefix[1], neg_prefix[1]));
+  }
+  __syncthreads();
+  const core::RowPlan& plan = *reinterpret_cast<const core::RowPlan*>(plan_storage.bytes);
   const core::CompactRow row{work, pos_prefix, neg_prefix, n, 1};
-  // Every thread builds the same plan (no divergence in tabulate_small).
-  const core::RowPlan plan = core::make_row_plan(params, r, pos_prefix[1], neg_prefix[1]);
   const core::Permutation* const perms[3] = {&plan.slots, &plan.positives, &plan.negatives};
   const bool used[3] = {plan.permute_slots, plan.pick_positives, plan.pick_negatives};
   bool tabulate[3];
   BlockPermutation bp[3];
   for (int p = 0; p < 3; ++p) {
     tabulate[p] = used[p] && perms[p]->is_small();
-    bp[p] = {perms[p], tabulate[p] ? table[p] : nullptr};
+    bp[p] = {perms[p], tabulate[p] ? table + p * smem.small : nullptr};
   }
-  tabulate_small(perms, tabulate, keys, table);
+  tabulate_small(perms, tabulate, smem.small, keys, table);
   const int64_t k = params.num_samples;
   for (int64_t s = threadIdx.x; s < k; s += blockDim.x) {
     const int64_t index = slot_index(plan, bp[0], bp[1], bp[2], row, s);
@@ -174,47 +296,58 @@ template <typename T>
 __global__ void __launch_bounds__(kCompactThreads)
     compact_kernel(const T* __restrict__ labels, int64_t n, int64_t chunks, int64_t negative_label,
                    Layout out) {
-  __shared__ BlockScan::TempStorage temp;
+  __shared__ uint32_t warp_counts[kMaxWarps];
   const int64_t unit = blockIdx.x;
   const int64_t r = unit / chunks;
   const int64_t c = unit % chunks;
   const int64_t start = c * core::kChunk;
   const int64_t len = (n - start) < core::kChunk ? (n - start) : core::kChunk;
   int64_t pos_total, neg_total;
-  compact_block(labels + r * n + start, len, negative_label, out.work + r * n + start, temp,
-                &pos_total, &neg_total);
+  compact_block(labels + r * n + start, len, negative_label, out.work + r * n + start,
+                warp_counts, &pos_total, &neg_total);
   if (threadIdx.x == 0) {
     out.pos_prefix[r * (chunks + 1) + c + 1] = pos_total;
     out.neg_prefix[r * (chunks + 1) + c + 1] = neg_total;
   }
 }
 
-// One thread per row: chunk counts -> exclusive prefix sums.
-__global__ void prefix_kernel(int64_t rows, Layout out) {
+// One thread per row: chunk counts -> exclusive prefix sums, then the row's
+// plan, built once for all its slots.
+__global__ void __launch_bounds__(kPlanThreads)
+    plan_kernel(int64_t rows, core::SampleParams params, RandomSource random, Layout out) {
   const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (r >= rows) return;
-  core::counts_to_prefix(out.pos_prefix + r * (out.chunks + 1), out.chunks);
-  core::counts_to_prefix(out.neg_prefix + r * (out.chunks + 1), out.chunks);
+  set_random(random, &params);
+  int64_t* const pos = out.pos_prefix + r * (out.chunks + 1);
+  int64_t* const neg = out.neg_prefix + r * (out.chunks + 1);
+  core::counts_to_prefix(pos, out.chunks);
+  core::counts_to_prefix(neg, out.chunks);
+  new (&out.plans[r])
+      core::RowPlan(core::make_row_plan(params, r, pos[out.chunks], neg[out.chunks]));
 }
 
-// One thread per output slot (grid-stride): the row plan, then the pick.
+// One thread per output slot (grid-stride): the pick from the row's plan.
+// Index arithmetic in Index (32 bits when every slot index fits).
+template <typename Index>
 __global__ void __launch_bounds__(kSlotThreads)
-    slots_kernel(int64_t rows, int64_t n, core::SampleParams params, RandomSource random,
-                 Layout in, int64_t* __restrict__ indices, bool* __restrict__ valid) {
-  set_random(random, &params);
-  const int64_t k = params.num_samples;
-  const int64_t total = rows * k;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t g = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; g < total;
+    slots_kernel(int64_t rows, int64_t n, int64_t k, Layout in,
+                 const core::RowPlan* __restrict__ plans, int64_t* __restrict__ indices,
+                 bool* __restrict__ valid) {
+  const Index total = static_cast<Index>(rows * k);
+  const Index slots = static_cast<Index>(k);
+  const Index stride = static_cast<Index>(gridDim.x) * blockDim.x;
+  for (Index g = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; g < total;
        g += stride) {
-    const int64_t r = g / k;
+    const Index r = g / slots;
     int64_t index = -1;
     if (n > 0) {  // n == 0: no compaction ran; every slot is invalid
-      const core::CompactRow row{in.work + r * n, in.pos_prefix + r * (in.chunks + 1),
-                                 in.neg_prefix + r * (in.chunks + 1), n, in.chunks};
-      const core::RowPlan plan =
-          core::make_row_plan(params, r, row.num_positive(), row.num_negative());
-      index = slot_index(plan, plan.slots, plan.positives, plan.negatives, row, g % k);
+      const core::CompactRow row{in.work + static_cast<int64_t>(r) * n,
+                                 in.pos_prefix + static_cast<int64_t>(r) * (in.chunks + 1),
+                                 in.neg_prefix + static_cast<int64_t>(r) * (in.chunks + 1), n,
+                                 in.chunks};
+      const core::RowPlan& plan = plans[r];
+      index = slot_index(plan, plan.slots, plan.positives, plan.negatives, row,
+                         static_cast<int64_t>(g - r * slots));
     }
     indices[g] = index;
     valid[g] = index >= 0;
@@ -228,9 +361,11 @@ bool one_launch(const SampleArgs& a) {
 
 template <typename T>
 cudaError_t launch_typed(const SampleArgs& a, cudaStream_t stream) {
+  const int64_t k = a.params.num_samples;
   if (one_launch(a)) {
-    row_kernel<T><<<static_cast<unsigned>(a.rows), kCompactThreads, 0, stream>>>(
-        static_cast<const T*>(a.labels), a.n, a.params, a.random, a.indices, a.valid);
+    row_kernel<T><<<static_cast<unsigned>(a.rows), row_threads(a.n, k), RowShared(a.n).bytes,
+                    stream>>>(static_cast<const T*>(a.labels), a.n, a.params, a.random, a.indices,
+                              a.valid);
     return cudaGetLastError();
   }
   const Layout l = layout(a.workspace, a.rows, a.n);
@@ -239,15 +374,21 @@ cudaError_t launch_typed(const SampleArgs& a, cudaStream_t stream) {
         static_cast<const T*>(a.labels), a.n, l.chunks, a.params.negative_label, l);
     cudaError_t err = cudaGetLastError();
     if (err != cudaSuccess) return err;
-    prefix_kernel<<<static_cast<unsigned>((a.rows + 255) / 256), 256, 0, stream>>>(a.rows, l);
+    plan_kernel<<<static_cast<unsigned>((a.rows + kPlanThreads - 1) / kPlanThreads), kPlanThreads,
+                  0, stream>>>(a.rows, a.params, a.random, l);
     err = cudaGetLastError();
     if (err != cudaSuccess) return err;
   }
-  const int64_t total = a.rows * a.params.num_samples;
+  const int64_t total = a.rows * k;
   int64_t blocks = (total + kSlotThreads - 1) / kSlotThreads;
   if (blocks > kMaxSlotBlocks) blocks = kMaxSlotBlocks;
-  slots_kernel<<<static_cast<unsigned>(blocks), kSlotThreads, 0, stream>>>(
-      a.rows, a.n, a.params, a.random, l, a.indices, a.valid);
+  if (total <= 0x7FFFFFFF) {
+    slots_kernel<uint32_t><<<static_cast<unsigned>(blocks), kSlotThreads, 0, stream>>>(
+        a.rows, a.n, k, l, l.plans, a.indices, a.valid);
+  } else {
+    slots_kernel<int64_t><<<static_cast<unsigned>(blocks), kSlotThreads, 0, stream>>>(
+        a.rows, a.n, k, l, l.plans, a.indices, a.valid);
+  }
   return cudaGetLastError();
 }
 
@@ -346,10 +487,7 @@ bool shape_supported(int64_t rows, int64_t n) {
 
 size_t workspace_bytes(const SampleArgs& a) {
   if (one_launch(a)) return 0;
-  const int64_t rows = a.rows, n = a.n;
-  const int64_t chunks = core::num_chunks(n);
-  return align16(static_cast<size_t>(rows * n) * 2) +
-         2 * static_cast<size_t>(rows * (chunks + 1)) * sizeof(int64_t);
+  return layout_bytes(a.rows, a.n);
 }
 
 cudaError_t launch_balanced_sample(const SampleArgs& a, cudaStream_t stream) {

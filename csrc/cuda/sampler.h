@@ -4,11 +4,14 @@
 //
 // Same algorithm and same bits as the CPU backend (csrc/core). Rows of at
 // most kOneLaunchMaxN labels with at most kOneLaunchMaxK slots take one
-// launch: a block per row compacts the row into shared memory, then its
-// threads fill the row's slots. Other calls take three: an order-preserving compaction of every (row, 65536-label
-// chunk) into a uint16 workspace, per-row prefix sums of the chunk counts,
-// then one thread per output slot evaluating the row plan. Counts stay on the
-// device; nothing is read back; the workspace size depends on the shapes only.
+// launch: a block per row, sized to the row, compacts the row into shared
+// memory and builds the row's plan there once, then its threads fill the
+// row's slots. Other calls take three: an order-preserving compaction of
+// every (row, 65536-label chunk) into a uint16 workspace, one thread per row
+// turning the chunk counts into prefix sums and building the row's plan
+// into the workspace, then one thread per output slot evaluating the plan.
+// Counts stay on the device; nothing is read back; the workspace size
+// depends on the shapes only.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -36,8 +39,8 @@ struct RandomSource {
 };
 
 // Rows of at most kOneLaunchMaxN labels (their compaction fits in 32 KB of
-// shared memory) and at most kOneLaunchMaxK slots (one 512-thread block fills
-// them, 8 per thread at most) are sampled in one launch, without workspace.
+// shared memory) and at most kOneLaunchMaxK slots (one block of up to 512
+// threads fills them) are sampled in one launch, without workspace.
 constexpr int64_t kOneLaunchMaxN = 16384;
 constexpr int64_t kOneLaunchMaxK = 4096;
 

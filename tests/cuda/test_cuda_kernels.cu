@@ -107,7 +107,26 @@ const std::vector<Shape> kShapes = {{1, 1000},
                                     {5, 5},
                                     {3, cuda::kOneLaunchMaxN},
                                     {2, cuda::kOneLaunchMaxN + 1},
-                                    {2, core::kChunk}};
+                                    {2, core::kChunk},
+                                    {300, 40}};  // several blocks of row plans
+
+// One call of both paths and both random sources against the CPU.
+template <typename T>
+void check_call(const std::vector<T>& labels, int64_t rows, int64_t n, const core::SampleParams& p,
+                cuda::LabelType type) {
+  std::vector<int64_t> want, got;
+  std::vector<char> want_valid, got_valid;
+  reference(labels, rows, n, p, &want, &want_valid);
+  for (bool from_device : {false, true}) {
+    for (bool multi_launch : {false, true}) {
+      run_gpu(labels, rows, n, p, type, from_device, multi_launch, &got, &got_valid);
+      ASSERT_EQ(got, want) << "rows=" << rows << " n=" << n << " k=" << p.num_samples
+                           << " multi_launch=" << multi_launch << " from_device=" << from_device;
+      ASSERT_EQ(got_valid, want_valid) << "rows=" << rows << " n=" << n << " k=" << p.num_samples
+                                       << " multi_launch=" << multi_launch;
+    }
+  }
+}
 
 template <typename T>
 void check_equal(cuda::LabelType type, uint64_t seed, const std::vector<Shape>& shapes = kShapes) {
@@ -124,17 +143,8 @@ void check_equal(cuda::LabelType type, uint64_t seed, const std::vector<Shape>& 
       p.fill_positives = rng() % 2;
       p.seed = rng();
       p.offset = rng() % 1000 + 3;
-      std::vector<int64_t> want, got;
-      std::vector<char> want_valid, got_valid;
-      reference(labels, rows, n, p, &want, &want_valid);
-      for (bool from_device : {false, true}) {
-        for (bool multi_launch : {false, true}) {
-          run_gpu(labels, rows, n, p, type, from_device, multi_launch, &got, &got_valid);
-          ASSERT_EQ(got, want) << "rows=" << rows << " n=" << n << " k=" << k
-                               << " multi_launch=" << multi_launch;
-          ASSERT_EQ(got_valid, want_valid) << "rows=" << rows << " n=" << n << " k=" << k;
-        }
-      }
+      check_call(labels, rows, n, p, type);
+      if (::testing::Test::HasFatalFailure()) return;
     }
   }
 }
@@ -152,6 +162,78 @@ TEST(CudaKernels, EveryLabelTypeMatchesTheCpu) {
   check_equal<int16_t>(cuda::LabelType::kInt16, 3);
   check_equal<int8_t>(cuda::LabelType::kInt8, 4);
   check_equal<uint8_t>(cuda::LabelType::kUInt8, 5);
+}
+
+// The one-launch kernel sizes its block to the row (64 to 512 threads, from
+// n / 16, min(n, 128) and k): both sides of every size change, the largest
+// rows (two compaction rounds) and slot counts, the smallest rows; labels
+// with few positives (small tabulated permutations beside Feistel ones), with
+// positives only (a permutation of exactly n: both sides of powers of two),
+// and mixed.
+TEST(CudaKernels, EveryRowBlockSizeMatchesTheCpu) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(30);
+  const int64_t rows = 3;
+  const std::vector<int64_t> sizes = {1,    2,    31,   32,   33,   64,    65,   128, 129,
+                                      1000, 1024, 1025, 2048, 2049, 8192, 8193, 16383,
+                                      cuda::kOneLaunchMaxN};
+  const std::vector<int64_t> slots = {0,  1,   2,   63,  64,  65,   96, 97,
+                                      128, 129, 511, 512, 513, 4095, cuda::kOneLaunchMaxK};
+  for (const int64_t n : sizes) {
+    for (const int64_t k : slots) {
+      for (int mix = 0; mix < 3; ++mix) {
+        std::vector<int64_t> labels(static_cast<size_t>(rows * n));
+        for (auto& v : labels) {
+          const uint64_t u = rng() % 1000;
+          if (mix == 0) v = u < 10 ? 1 : u < 900 ? 0 : -1;  // few positives
+          if (mix == 1) v = 2;                               // positives only: P = n
+          if (mix == 2) v = static_cast<int64_t>(u % 4) - 1;  // mixed
+        }
+        core::SampleParams p;
+        p.num_samples = k;
+        p.positive_fraction = (rng() % 5) / 4.0;
+        p.negative_label = 0;
+        p.fill_positives = rng() % 2;
+        p.seed = rng();
+        p.offset = rng() % 1000 + 3;
+        check_call(labels, rows, n, p, cuda::LabelType::kInt64);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+namespace {
+
+__global__ void bits_for_kernel(const int64_t* n, int* bits, int count) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < count) bits[i] = core::bits_for(n[i]);
+}
+
+}  // namespace
+
+// The device computes bit lengths with __clzll, the host with a loop.
+TEST(CudaKernels, BitLengthsMatchTheHost) {
+  SKIP_WITHOUT_GPU();
+  std::vector<int64_t> n;
+  for (int b = 1; b < 63; ++b) {
+    const int64_t p = int64_t{1} << b;
+    for (int64_t d : {-1, 0, 1}) n.push_back(p + d);
+  }
+  n.push_back(INT64_MAX);
+  std::vector<int> want(n.size()), got(n.size());
+  for (size_t i = 0; i < n.size(); ++i) want[i] = core::bits_for(n[i]);
+  int64_t* d_n = nullptr;
+  int* d_bits = nullptr;
+  CUDA_OK(cudaMalloc(&d_n, n.size() * sizeof(int64_t)));
+  CUDA_OK(cudaMalloc(&d_bits, n.size() * sizeof(int)));
+  CUDA_OK(cudaMemcpy(d_n, n.data(), n.size() * sizeof(int64_t), cudaMemcpyHostToDevice));
+  bits_for_kernel<<<1, 256>>>(d_n, d_bits, static_cast<int>(n.size()));
+  CUDA_OK(cudaGetLastError());
+  CUDA_OK(cudaMemcpy(got.data(), d_bits, n.size() * sizeof(int), cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaFree(d_n));
+  CUDA_OK(cudaFree(d_bits));
+  EXPECT_EQ(got, want);
 }
 
 TEST(CudaKernels, BoolLabelsMatchTheCpu) {
@@ -268,9 +350,12 @@ TEST(CudaKernels, GatherMatchesAHostLoop) {
 // (memcheck, racecheck) in scripts/device-check.sh.
 TEST(CudaKernels, SanitizerCase) {
   SKIP_WITHOUT_GPU();
-  // {16, 100}: all three permutations small, so all three shared tables in use.
+  // {16, 100}: all three permutations small, so all three shared tables in
+  // use; {4, 33}: the smallest row blocks; {2, 8193}: two compaction rounds
+  // in shared memory.
   check_equal<int32_t>(cuda::LabelType::kInt32, 20,
-                       {{3, 1000}, {16, 100}, {2, cuda::kOneLaunchMaxN + 1}, {2, 0}});
+                       {{3, 1000}, {16, 100}, {4, 33}, {2, 8193}, {2, cuda::kOneLaunchMaxN + 1},
+                        {2, 0}});
   check_gather<int64_t>(cuda::LabelType::kInt64, 12, 4, 21);
   check_gather<int64_t>(cuda::LabelType::kInt64, 64, 0, 22);  // 16-byte units
 }

@@ -142,6 +142,104 @@ def test_cuda_graph_replays_draw_fresh_samples_matching_eager():
         assert torch.equal(r, e)
 
 
+def torch_minor():
+    return tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+
+
+# torch 2.14 and newer register every generator used during a capture with the
+# graph (and deprecate register_generator_state); older releases need a
+# generator other than the default one registered before the capture begins.
+NEEDS_REGISTRATION = torch_minor() < (2, 14)
+
+
+@cuda
+@pytest.mark.parametrize("n", [20000, 70000])  # one launch, three launches
+@pytest.mark.parametrize("kind", ["default", "explicit"])
+def test_cuda_graph_replays_with_the_default_and_an_explicit_generator(kind, n):
+    labels = torch.randint(-1, 2, (3, n), device="cuda")
+    torch.cuda.manual_seed(13)
+    gen = torch.Generator(device="cuda").manual_seed(14) if kind == "explicit" else None
+
+    def call():
+        return syncfree.balanced_sample(labels, 300, 0.25, generator=gen)
+
+    def get_state():
+        return gen.get_state() if gen is not None else torch.cuda.get_rng_state()
+
+    def set_state(state):
+        if gen is not None:
+            gen.set_state(state)
+        else:
+            torch.cuda.set_rng_state(state)
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            call()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    if gen is not None and NEEDS_REGISTRATION:
+        graph.register_generator_state(gen)
+    with torch.cuda.graph(graph):
+        out_idx, out_valid = call()
+    state = get_state()
+    default_state = torch.cuda.get_rng_state()
+    replays = []
+    for _ in range(3):
+        graph.replay()
+        replays.append((out_idx.clone(), out_valid.clone()))
+    # Fresh samples on every replay.
+    assert not torch.equal(replays[0][0], replays[1][0]) and not torch.equal(replays[1][0], replays[2][0])
+    if gen is not None:  # a graph drawing from another generator leaves the default one alone
+        assert torch.equal(torch.cuda.get_rng_state(), default_state)
+    for idx, valid in replays:
+        check_sample(labels.cpu(), idx.cpu(), valid.cpu(), 300, 0.25)
+    # Eager calls from the same generator state draw the same samples.
+    set_state(state)
+    for idx, valid in replays:
+        e_idx, e_valid = call()
+        assert torch.equal(idx, e_idx) and torch.equal(valid, e_valid)
+
+
+@cuda
+def test_rejected_calls_leave_the_generators_unchanged():
+    labels = torch.randint(-1, 2, (2, 100), device="cuda")
+    # More than 2^31 - 1 blocks of work (rows * ceil(N / 65536)): rejected by
+    # the CUDA backend itself. Neither tensor holds memory (empty, expanded).
+    too_many_rows = torch.empty(2**31, 0, device="cuda", dtype=torch.int64)
+    too_many_chunks = torch.zeros((), device="cuda", dtype=torch.int8).expand(2**30 + 1, 2 * 65536)
+    rejected = [
+        (lambda g: syncfree.balanced_sample(labels, -1, generator=g), "num_samples"),
+        (lambda g: syncfree.balanced_sample(labels, 4, 1.5, generator=g), "positive_fraction"),
+        (lambda g: syncfree.balanced_sample(labels, 4, negative_label=-1, generator=g), "negative_label"),
+        (lambda g: syncfree.balanced_sample(labels.float(), 4, generator=g), "dtype"),
+        (lambda g: syncfree.balanced_sample(too_many_rows, 1, generator=g), "too large"),
+        (lambda g: syncfree.balanced_sample(too_many_chunks, 1, generator=g), "too large"),
+        (lambda g: syncfree.balanced_sample_gather(too_many_chunks, too_many_chunks, 1, generator=g), "too large"),
+    ]
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    torch.cuda.manual_seed(6)
+    gen_state, default_state = gen.get_state(), torch.cuda.get_rng_state()
+    for g in [gen, None]:
+        for call, message in rejected:
+            with pytest.raises(RuntimeError, match=message):
+                call(g)
+        assert torch.equal(gen.get_state(), gen_state)
+        assert torch.equal(torch.cuda.get_rng_state(), default_state)
+    # A CPU generator for CUDA labels is rejected, and not drawn from.
+    cpu_gen = torch.Generator().manual_seed(7)
+    cpu_state = cpu_gen.get_state()
+    with pytest.raises(RuntimeError, match="generator"):
+        syncfree.balanced_sample(labels, 4, generator=cpu_gen)
+    assert torch.equal(cpu_gen.get_state(), cpu_state)
+    # An accepted call does advance them (the checks above are not vacuous).
+    syncfree.balanced_sample(labels, 4, generator=gen)
+    syncfree.balanced_sample(labels, 4)
+    assert not torch.equal(gen.get_state(), gen_state)
+    assert not torch.equal(torch.cuda.get_rng_state(), default_state)
+
+
 @cuda
 def test_cuda_graph_of_the_gather_with_long_rows():
     # Long rows take the three-launch path with a workspace from the allocator.
