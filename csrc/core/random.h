@@ -44,6 +44,10 @@ enum Purpose : uint64_t {
   kSlotPermutation = 1,      // sigma: interleaves positives and negatives
   kPositivePermutation = 2,  // pi:    picks the positives
   kNegativePermutation = 3,  // pi':   picks the negatives
+  // stratified_sample (core/stratified.h): keys of its own, never those above.
+  kStratifiedSlotPermutation = 4,   // sigma: orders the valid slots
+  kStratifiedFillPermutation = 5,   // rho:   picks the fill among the leftovers
+  kStratifiedClassPermutation = 6,  // root of the per-class keys (pi_c)
 };
 
 SYNCFREE_HD uint64_t purpose_key(uint64_t row, Purpose purpose) {

@@ -215,6 +215,24 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_meta(const at::Tensor& feature
   return empty_gather_outputs(features, labels, indices);
 }
 
+at::Tensor gather_sampled_backward(const at::Tensor& grad, const at::Tensor& indices,
+                                   const at::Tensor& valid, const c10::SymInt& n) {
+  if (!grad.defined()) return at::Tensor();
+  // features: indices.shape[:-1] + [n] + F; grad: indices.shape + F.
+  std::vector<c10::SymInt> sizes(grad.sym_sizes().begin(), grad.sym_sizes().end());
+  sizes[static_cast<size_t>(indices.dim() - 1)] = n;
+  const c10::SymInt rows = num_rows(indices);
+  const c10::SymInt k = indices.sym_size(-1);
+  const c10::SymInt width = feature_width(grad, indices.dim());
+  const at::Tensor index =
+      indices.reshape_symint({rows, k, 1}).clamp_min(0).expand_symint({rows, k, width});
+  const at::Tensor g = grad.reshape_symint({rows, k, width})
+                           .masked_fill(valid.reshape_symint({rows, k, 1}).logical_not(), 0);
+  at::Tensor grad_features = at::zeros_symint({rows, n, width}, grad.options());
+  if (n > 0) grad_features.scatter_add_(1, index, g);  // n == 0: every slot is invalid
+  return grad_features.view_symint(sizes);
+}
+
 namespace {
 
 std::tuple<at::Tensor, at::Tensor> balanced_sample_meta(const at::Tensor& labels,
@@ -320,24 +338,7 @@ class GatherFunction : public torch::autograd::Function<GatherFunction> {
     const at::Tensor& indices = saved[0];
     const at::Tensor& valid = saved[1];
     const c10::SymInt n = ctx->saved_data["n"].toSymInt();
-    const at::Tensor& grad = grads[0];
-    at::Tensor grad_features;
-    if (grad.defined()) {
-      // features: indices.shape[:-1] + [n] + F; grad: indices.shape + F.
-      std::vector<c10::SymInt> sizes(grad.sym_sizes().begin(), grad.sym_sizes().end());
-      sizes[static_cast<size_t>(indices.dim() - 1)] = n;
-      const c10::SymInt rows = num_rows(indices);
-      const c10::SymInt k = indices.sym_size(-1);
-      const c10::SymInt width = feature_width(grad, indices.dim());
-      const at::Tensor index = indices.reshape_symint({rows, k, 1})
-                                   .clamp_min(0)
-                                   .expand_symint({rows, k, width});
-      const at::Tensor g = grad.reshape_symint({rows, k, width})
-                               .masked_fill(valid.reshape_symint({rows, k, 1}).logical_not(), 0);
-      grad_features = at::zeros_symint({rows, n, width}, grad.options());
-      if (n > 0) grad_features.scatter_add_(1, index, g);  // n == 0: every slot is invalid
-      grad_features = grad_features.view_symint(sizes);
-    }
+    const at::Tensor grad_features = gather_sampled_backward(grads[0], indices, valid, n);
     return {grad_features, at::Tensor(), at::Tensor(), at::Tensor(), at::Tensor(),
             at::Tensor(),  at::Tensor(), at::Tensor()};
   }

@@ -70,6 +70,14 @@ std::tuple<at::Tensor, at::Tensor> empty_gather_outputs(const at::Tensor& featur
                                                         const at::Tensor& labels,
                                                         const at::Tensor& indices);
 
+// Backward of a gather (balanced_sample_gather, gather_sampled): grad
+// [..., K, *F] of the sampled features -> gradient of features [..., n, *F];
+// each valid slot adds its gradient to its feature row (scatter_add, any
+// backend; the valid indices of a row are distinct, invalid slots add zeros).
+// An undefined grad gives an undefined tensor.
+at::Tensor gather_sampled_backward(const at::Tensor& grad, const at::Tensor& indices,
+                                   const at::Tensor& valid, const c10::SymInt& n);
+
 // Backend kernels (registered in balanced_sample.cpp and the backend files).
 std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
                                                        int64_t num_samples,

@@ -66,4 +66,64 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> balanced_sample_gather(
     const at::Tensor& features, const at::Tensor& labels, int64_t num_samples,
     const SampleOptions& options = SampleOptions());
 
+// Optional arguments of stratified_sample, with the operator's defaults.
+struct StratifiedOptions {
+  // If true, the slots the quotas leave are filled with a uniformly random
+  // subset of the row's remaining labelled items (any class).
+  StratifiedOptions& fill(bool v) {
+    fill_ = v;
+    return *this;
+  }
+  // Fixed seed: identical results on every device. Excludes generator().
+  StratifiedOptions& seed(int64_t v) {
+    seed_ = v;
+    return *this;
+  }
+  // Generator to draw from when no seed is given (default: the device's).
+  StratifiedOptions& generator(at::Generator v) {
+    generator_ = std::move(v);
+    return *this;
+  }
+
+  bool fill_ = true;
+  c10::optional<int64_t> seed_;
+  c10::optional<at::Generator> generator_;
+};
+
+// Multi-class stratified sampling. labels [..., N] (bool or integer; label c
+// in [0, C) is class c, others are never sampled), class_quota int64 [C] or
+// [..., C] on the labels' device -> (indices int64 [..., K], valid bool
+// [..., K]). Per row: take_c = min(A_c, max(quota_c, 0), K - earlier takes),
+// then (fill) a uniformly random subset of the remaining labelled items fills
+// the slots left. Tensor quotas are not checked (that would synchronize).
+std::tuple<at::Tensor, at::Tensor> stratified_sample(
+    const at::Tensor& labels, int64_t num_samples, const at::Tensor& class_quota,
+    const StratifiedOptions& options = StratifiedOptions());
+
+// The same with host quotas, checked first: every quota >= 0 and their sum <=
+// num_samples (an error names the argument otherwise).
+std::tuple<at::Tensor, at::Tensor> stratified_sample(
+    const at::Tensor& labels, int64_t num_samples, c10::ArrayRef<int64_t> class_quota,
+    const StratifiedOptions& options = StratifiedOptions());
+
+// stratified_sample, then gather_sampled: (sampled_features [..., K, *F],
+// sampled_labels int64 [..., K], valid bool [..., K]). Differentiable with
+// respect to features.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> stratified_sample_gather(
+    const at::Tensor& features, const at::Tensor& labels, int64_t num_samples,
+    const at::Tensor& class_quota, const StratifiedOptions& options = StratifiedOptions());
+std::tuple<at::Tensor, at::Tensor, at::Tensor> stratified_sample_gather(
+    const at::Tensor& features, const at::Tensor& labels, int64_t num_samples,
+    c10::ArrayRef<int64_t> class_quota, const StratifiedOptions& options = StratifiedOptions());
+
+// The features and labels of a sample: features [..., N, *F], labels [..., N]
+// and (indices, valid) [..., K] from balanced_sample or stratified_sample ->
+// (sampled_features [..., K, *F], sampled_labels int64 [..., K]); zero
+// features and label -1 in invalid slots. Differentiable with respect to
+// features.
+std::tuple<at::Tensor, at::Tensor> gather_sampled(const at::Tensor& features,
+                                                  const at::Tensor& labels,
+                                                  const at::Tensor& indices,
+                                                  const at::Tensor& valid);
+
 }  // namespace syncfree

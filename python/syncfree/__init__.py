@@ -4,8 +4,13 @@
     indices, valid = syncfree.balanced_sample(labels, 256, 0.25)
     feats, labs, valid = syncfree.balanced_sample_gather(features, labels, 256)
 
-The operators are also reachable as ``torch.ops.syncfree.balanced_sample`` and
-``torch.ops.syncfree.balanced_sample_gather`` once this package is imported.
+    indices, valid = syncfree.stratified_sample(labels, 256, [64, 64, 128])
+    feats, labs = syncfree.gather_sampled(features, labels, indices, valid)
+
+The operators are also reachable as ``torch.ops.syncfree.balanced_sample``,
+``torch.ops.syncfree.balanced_sample_gather``, ``torch.ops.syncfree.stratified_sample``,
+``torch.ops.syncfree.stratified_sample_gather`` and ``torch.ops.syncfree.gather_sampled``
+once this package is imported.
 """
 import os as _os
 
@@ -42,5 +47,13 @@ def _load_library() -> None:
 _load_library()
 
 from .ops import balanced_sample, balanced_sample_gather  # noqa: E402
+from .ops import gather_sampled, stratified_sample, stratified_sample_gather  # noqa: E402
 
-__all__ = ["balanced_sample", "balanced_sample_gather", "__version__"]
+__all__ = [
+    "balanced_sample",
+    "balanced_sample_gather",
+    "stratified_sample",
+    "stratified_sample_gather",
+    "gather_sampled",
+    "__version__",
+]

@@ -4,7 +4,8 @@ The wrappers are TorchScript-compatible: ``torch.jit.script`` compiles a
 function that calls them (keyword arguments included), and a scripted call
 returns what the eager call returns for the same arguments and generator state.
 """
-from typing import Optional, Tuple
+import operator
+from typing import List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -113,4 +114,155 @@ def balanced_sample_gather(
         fill_positives=fill_positives,
         seed=seed,
         generator=generator,
+    )
+
+
+def _check_quota_sequence(class_quota) -> List[int]:
+    # Python only: a sequence of ints (no bools, no floats) as a list.
+    if isinstance(class_quota, (str, bytes)) or not hasattr(class_quota, "__len__"):
+        raise TypeError(
+            "syncfree.stratified_sample: class_quota must be a sequence of ints or an int64 "
+            f"tensor, got {type(class_quota).__name__}"
+        )
+    values = []
+    for c, q in enumerate(class_quota):
+        if isinstance(q, (bool, float)) or not hasattr(q, "__index__"):
+            raise TypeError(f"syncfree.stratified_sample: class_quota[{c}] must be an int, got {type(q).__name__}")
+        values.append(operator.index(q))
+    return values
+
+
+def _quota_tensor(class_quota: Union[List[int], Tensor], num_samples: int, labels: Tensor) -> Tensor:
+    """class_quota as the operator takes it; host values checked first."""
+    if isinstance(class_quota, torch.Tensor):
+        return class_quota  # data: checked by the operator for dtype, shape and device only
+    if len(class_quota) == 0:
+        raise ValueError(
+            "syncfree.stratified_sample: class_quota must hold at least one class (C >= 1), got an empty sequence"
+        )
+    total = 0
+    for c in range(len(class_quota)):
+        q = class_quota[c]
+        if q < 0:
+            raise ValueError(
+                "syncfree.stratified_sample: class_quota[" + str(c) + "] must be >= 0, got " + str(q)
+            )
+        total += q
+    if num_samples >= 0 and total > num_samples:  # num_samples < 0: the operator says so
+        raise ValueError(
+            "syncfree.stratified_sample: the sum of class_quota must be <= num_samples ("
+            + str(num_samples) + "), got " + str(total) + " for class_quota " + str(class_quota)
+        )
+    quota = torch.tensor(class_quota, dtype=torch.int64)
+    if labels.device.type == "cuda":
+        # From pinned memory the copy is asynchronous: no wait for the device.
+        quota = quota.pin_memory()
+    return quota.to(labels.device, non_blocking=True)
+
+
+def stratified_sample(
+    labels: Tensor,
+    num_samples: int,
+    class_quota: Union[List[int], Tensor],
+    fill: bool = True,
+    seed: Optional[int] = None,
+    generator: Optional[torch.Generator] = None,
+) -> Tuple[Tensor, Tensor]:
+    """Choose ``num_samples`` items per row with a quota per class.
+
+    Static shapes, no host-device synchronization, any number of leading
+    (batch) dimensions; callable from TorchScript and ``torch.compile``.
+
+    Args:
+        labels: ``[..., N]`` bool or integer tensor. An element with label
+            ``c`` in ``[0, C)`` belongs to class ``c``; labels ``< 0`` and
+            ``>= C`` are never sampled (bool: ``False`` is class 0, ``True``
+            class 1).
+        num_samples: K >= 0, the number of output slots per row.
+        class_quota: the C quotas: a sequence of ints (checked here: every
+            quota >= 0 and their sum <= K; sent to ``labels``' device as an
+            int64 tensor), or an int64 tensor ``[C]`` or ``[..., C]`` (one
+            quota row per row of ``labels``) on ``labels``' device. Tensor
+            values are data and are not checked: a negative quota takes
+            nothing, and when a row's quotas add up to more than K the
+            classes take in class order until the K slots are used.
+        fill: with ``A_c`` items of class ``c`` in a row,
+            ``take_c = min(A_c, max(quota_c, 0), K - sum of earlier takes)``;
+            if True, the slots left are then filled with a uniformly random
+            subset of the row's remaining labelled items (any class), as many
+            as there are slots and items. If False they stay invalid.
+        seed: fixed seed; the result is then identical on every device and
+            for any batching of the same rows. Excludes ``generator``.
+        generator: generator to draw from when ``seed`` is None (default: the
+            default generator of ``labels``' device). Each call advances it by
+            a fixed amount.
+
+    Returns:
+        ``(indices, valid)``, both ``[..., K]``. Slots ``[0, V)`` of a row
+        (``V = sum take_c + fill count``) hold, in uniformly random order,
+        a uniformly random ``take_c``-subset of each class ``c`` and the fill;
+        the other slots hold -1. ``valid`` (bool) marks the filled slots. No
+        index appears twice in a row.
+    """
+    if not torch.jit.is_scripting():
+        _check_python_types("stratified_sample", [("labels", labels)], True)
+        if not isinstance(fill, bool):
+            raise TypeError(f"syncfree.stratified_sample: fill must be a bool, got {type(fill).__name__}")
+        if not isinstance(class_quota, torch.Tensor):
+            class_quota = _check_quota_sequence(class_quota)
+    quota = _quota_tensor(class_quota, num_samples, labels)
+    return torch.ops.syncfree.stratified_sample(
+        labels, num_samples, quota, fill=fill, seed=seed, generator=generator
+    )
+
+
+def gather_sampled(features: Tensor, labels: Tensor, indices: Tensor, valid: Tensor) -> Tuple[Tensor, Tensor]:
+    """The features and labels of a sample, differentiably.
+
+    Args:
+        features: ``[..., N, *F]`` tensor whose leading dimensions equal
+            ``labels.shape``; any dtype, on ``labels``' device.
+        labels: ``[..., N]`` bool or integer tensor.
+        indices, valid: ``[..., K]`` int64 and bool, as returned by
+            :func:`balanced_sample` or :func:`stratified_sample`.
+
+    Returns:
+        ``(sampled_features [..., K, *F], sampled_labels [..., K])``;
+        ``sampled_labels`` is int64. Invalid slots hold zero features and
+        label -1. Gradients flow to ``features``.
+    """
+    if not torch.jit.is_scripting():
+        _check_python_types(
+            "gather_sampled",
+            [("features", features), ("labels", labels), ("indices", indices), ("valid", valid)],
+            True,
+        )
+    return torch.ops.syncfree.gather_sampled(features, labels, indices, valid)
+
+
+def stratified_sample_gather(
+    features: Tensor,
+    labels: Tensor,
+    num_samples: int,
+    class_quota: Union[List[int], Tensor],
+    fill: bool = True,
+    seed: Optional[int] = None,
+    generator: Optional[torch.Generator] = None,
+) -> Tuple[Tensor, Tensor, Tensor]:
+    """:func:`stratified_sample`, then :func:`gather_sampled`.
+
+    Returns:
+        ``(sampled_features [..., K, *F], sampled_labels [..., K],
+        valid [..., K])``. ``sampled_labels`` is int64. Invalid slots hold
+        zero features and label -1. Gradients flow to ``features``.
+    """
+    if not torch.jit.is_scripting():
+        _check_python_types("stratified_sample_gather", [("features", features), ("labels", labels)], True)
+        if not isinstance(fill, bool):
+            raise TypeError(f"syncfree.stratified_sample_gather: fill must be a bool, got {type(fill).__name__}")
+        if not isinstance(class_quota, torch.Tensor):
+            class_quota = _check_quota_sequence(class_quota)
+    quota = _quota_tensor(class_quota, num_samples, labels)
+    return torch.ops.syncfree.stratified_sample_gather(
+        features, labels, num_samples, quota, fill=fill, seed=seed, generator=generator
     )

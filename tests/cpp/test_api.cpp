@@ -193,3 +193,85 @@ TEST(Api, PerThreadGeneratorsAreReproducible) {
     for (int c = 0; c < kCalls; ++c) EXPECT_TRUE(serial[c].equal(concurrent[t][c]));
   }
 }
+
+// stratified_sample through the dispatcher: the CPU operator (parallel over
+// rows, batched per class) against the core's slot-by-slot reference, the
+// host-quota overload's checks, and the public gather.
+#include "core/host_stratified.h"
+
+TEST(Api, StratifiedCpuOperatorEqualsSerialReference) {
+  at::manual_seed(9);
+  for (int64_t C : {int64_t{1}, int64_t{3}, int64_t{200}}) {
+    for (int64_t n : {int64_t{1}, int64_t{500}, int64_t{70000}}) {
+      const int64_t rows = n > 1000 ? 4 : 40;  // enough rows to split over threads
+      const at::Tensor labels = at::randint(-1, C + 2, {rows, n}, at::kInt);
+      for (int64_t k : {int64_t{1}, n / 7 + 1, n + 2}) {
+        const at::Tensor quota = at::randint(-1, k / 2 + 2, {rows, C}, at::kLong);
+        for (bool fill : {false, true}) {
+          syncfree::core::StratifiedParams p;
+          p.num_samples = k;
+          p.num_classes = C;
+          p.fill = fill;
+          p.seed = static_cast<uint64_t>(n * 31 + k + C);
+          at::Tensor indices, valid;
+          std::tie(indices, valid) = syncfree::stratified_sample(
+              labels, k, quota,
+              syncfree::StratifiedOptions().fill(fill).seed(static_cast<int64_t>(p.seed)));
+          std::vector<int64_t> want(static_cast<size_t>(rows * k));
+          std::unique_ptr<bool[]> want_valid(new bool[static_cast<size_t>(rows * k)]);
+          syncfree::core::stratified_rows_serial(labels.data_ptr<int32_t>(), rows, n,
+                                                 quota.data_ptr<int64_t>(), C, p, want.data(),
+                                                 want_valid.get());
+          for (int64_t i = 0; i < rows * k; ++i) {
+            ASSERT_EQ(indices.data_ptr<int64_t>()[i], want[static_cast<size_t>(i)]);
+            ASSERT_EQ(valid.data_ptr<bool>()[i], want_valid[static_cast<size_t>(i)]);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Api, StratifiedHostQuotasAreChecked) {
+  const at::Tensor labels = at::randint(0, 3, {4, 50}, at::kLong);
+  auto message = [&](std::vector<int64_t> quota, int64_t k) -> std::string {
+    try {
+      syncfree::stratified_sample(labels, k, quota);
+    } catch (const c10::Error& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_NE(message({2, -1}, 4).find("class_quota[1] must be >= 0, got -1"), std::string::npos);
+  EXPECT_NE(message({3, 2}, 4).find("sum of class_quota must be <= num_samples (4)"),
+            std::string::npos);
+  EXPECT_NE(message({}, 4).find("at least one class"), std::string::npos);
+  EXPECT_NE(message({1}, -1).find("num_samples must be >= 0, got -1"), std::string::npos);
+  // Host and tensor quotas give the same sample.
+  auto a = syncfree::stratified_sample(labels, 9, std::vector<int64_t>{2, 3, 1},
+                                       syncfree::StratifiedOptions().seed(3));
+  auto b = syncfree::stratified_sample(labels, 9, at::tensor(std::vector<int64_t>{2, 3, 1}),
+                                       syncfree::StratifiedOptions().seed(3));
+  EXPECT_TRUE(at::equal(std::get<0>(a), std::get<0>(b)));
+}
+
+TEST(Api, StratifiedGatherAndPublicGather) {
+  const at::Tensor labels = at::randint(-1, 3, {2, 60}, at::kLong);
+  const at::Tensor features = at::randn({2, 60, 4}).requires_grad_();
+  at::Tensor feats, labs, valid;
+  std::tie(feats, labs, valid) = syncfree::stratified_sample_gather(
+      features, labels, 12, std::vector<int64_t>{4, 4, 4}, syncfree::StratifiedOptions().seed(5));
+  at::Tensor indices, valid2;
+  std::tie(indices, valid2) = syncfree::stratified_sample(
+      labels, 12, std::vector<int64_t>{4, 4, 4}, syncfree::StratifiedOptions().seed(5));
+  EXPECT_TRUE(at::equal(valid, valid2));
+  at::Tensor feats2, labs2;
+  std::tie(feats2, labs2) = syncfree::gather_sampled(features, labels, indices, valid2);
+  EXPECT_TRUE(at::equal(feats, feats2));
+  EXPECT_TRUE(at::equal(labs, labs2));
+  feats.sum().backward();
+  // Each valid slot adds 1 to its feature row: the gradient counts the picks.
+  const at::Tensor picked = at::zeros({2, 60}).scatter_add_(
+      1, indices.clamp_min(0), valid.to(at::kFloat));
+  EXPECT_TRUE(at::equal(features.grad().select(2, 0), picked));
+}

@@ -10,11 +10,13 @@
 
 #include "core/compact.h"
 #include "core/host_sampler.h"
+#include "core/host_stratified.h"
 #include "core/labels.h"
 #include "core/permutation.h"
 #include "core/quota.h"
 #include "core/random.h"
 #include "core/row_plan.h"
+#include "core/stratified.h"
 
 using namespace syncfree::core;
 
@@ -367,4 +369,111 @@ TEST(Permutation, BatchedApplyEqualsOneAtATimeOnWideDomains) {
     host.apply(batched.data(), static_cast<int64_t>(batched.size()));
     for (size_t i = 0; i < values.size(); ++i) ASSERT_EQ(batched[i], perm(values[i])) << n;
   }
+}
+
+TEST(Stratified, TakeRuleAndPrefixes) {
+  // Quotas [5, -2, 3, 9] on classes of 4, 6, 2, 7 items with K = 8: class 0
+  // takes 4, class 1 none (negative quota), class 2 its 2, class 3 the 2 left.
+  const int64_t counts[] = {4, 6, 2, 7};
+  const int64_t quota[] = {5, -2, 3, 9};
+  int64_t take[5], left[5];
+  StratifiedParams p;
+  p.num_samples = 8;
+  p.num_classes = 4;
+  for (bool fill : {false, true}) {
+    p.fill = fill;
+    const StratifiedPlan plan = make_stratified_plan(p, 0, counts, quota, take, left);
+    const int64_t want_take[] = {0, 4, 4, 6, 8};
+    const int64_t want_left[] = {0, 0, 6, 6, 11};
+    for (int c = 0; c <= 4; ++c) {
+      EXPECT_EQ(take[c], want_take[c]);
+      EXPECT_EQ(left[c], want_left[c]);
+    }
+    EXPECT_EQ(plan.taken, 8);
+    EXPECT_EQ(plan.filled, 0);
+    EXPECT_FALSE(permutes_stratum(plan, left, 0));  // class 0 taken whole
+    EXPECT_TRUE(permutes_stratum(plan, left, 3));
+  }
+  // find_stratum skips empty classes.
+  const int64_t prefix[] = {0, 2, 2, 2, 5};
+  EXPECT_EQ(find_stratum(prefix, 4, 0), 0);
+  EXPECT_EQ(find_stratum(prefix, 4, 1), 0);
+  EXPECT_EQ(find_stratum(prefix, 4, 2), 3);
+  EXPECT_EQ(find_stratum(prefix, 4, 4), 3);
+  EXPECT_EQ(stratum_of(int8_t{-1}, 3), -1);
+  EXPECT_EQ(stratum_of(int64_t{3}, 3), -1);
+  EXPECT_EQ(stratum_of(uint8_t{2}, 3), 2);
+  EXPECT_EQ(stratum_of(true, 1), -1);
+  EXPECT_EQ(stratum_of(false, 1), 0);
+  for (int64_t v : {INT64_MIN, int64_t{-1}, int64_t{0}, int64_t{2}, int64_t{3}, INT64_MAX}) {
+    EXPECT_EQ(stratum_bucket(v, 3), stratum_of(v, 3) < 0 ? 3 : stratum_of(v, 3));
+  }
+  EXPECT_EQ(stratum_bucket(true, 1), 1);
+  EXPECT_EQ(stratum_bucket(uint8_t{255}, 300), 255);
+}
+
+TEST(Stratified, BatchedHostRowEqualsPerSlotEvaluation) {
+  // stratified_row groups slots by class and applies each pi_c in batches;
+  // device code evaluates pick_stratified_slot per slot. Same indices, for
+  // small (exact) and Feistel domains, shared and per-row quotas (negative
+  // and oversize ones included), both index widths.
+  std::mt19937_64 rng(29);
+  for (int64_t C : {int64_t{1}, int64_t{2}, int64_t{5}, int64_t{300}}) {
+    for (int64_t n : {int64_t{0}, int64_t{7}, int64_t{90}, int64_t{700}, int64_t{4000}}) {
+      const int64_t rows = 3;
+      std::vector<int16_t> labels(static_cast<size_t>(rows * n));
+      for (auto& v : labels) v = static_cast<int16_t>(static_cast<int64_t>(rng() % (C + 3)) - 1);
+      for (int64_t k : {int64_t{0}, int64_t{1}, n / 7 + 1, n, n + 5}) {
+        std::vector<int64_t> quota(static_cast<size_t>(rows * C));
+        for (auto& q : quota) q = static_cast<int64_t>(rng() % static_cast<uint64_t>(k / 2 + 3)) - 1;
+        for (bool fill : {false, true}) {
+          StratifiedParams p;
+          p.num_samples = k;
+          p.num_classes = C;
+          p.fill = fill;
+          p.seed = rng();
+          const size_t out = static_cast<size_t>(rows * k);
+          std::vector<int64_t> want(out), got32(out), got64(out);
+          std::unique_ptr<bool[]> want_valid(new bool[out + 1]), valid32(new bool[out + 1]),
+              valid64(new bool[out + 1]);
+          stratified_rows_serial(labels.data(), rows, n, quota.data(), C, p, want.data(),
+                                 want_valid.get());
+          std::vector<int64_t> w32(static_cast<size_t>(stratified_workspace_words<int32_t>(n, k, C)));
+          std::vector<int64_t> w64(static_cast<size_t>(stratified_workspace_words<int64_t>(n, k, C)));
+          for (int64_t r = 0; r < rows; ++r) {
+            stratified_row<int32_t>(labels.data() + r * n, 1, n, quota.data() + r * C, p, r,
+                                    w32.data(), got32.data() + r * k, valid32.get() + r * k);
+            stratified_row<int64_t>(labels.data() + r * n, 1, n, quota.data() + r * C, p, r,
+                                    w64.data(), got64.data() + r * k, valid64.get() + r * k);
+          }
+          for (size_t i = 0; i < out; ++i) {
+            ASSERT_EQ(got32[i], want[i]) << "C=" << C << " n=" << n << " k=" << k << " i=" << i;
+            ASSERT_EQ(got64[i], want[i]);
+            ASSERT_EQ(valid32[i], want_valid[i]);
+            ASSERT_EQ(valid64[i], want_valid[i]);
+          }
+          // No duplicates within a row.
+          for (int64_t r = 0; r < rows; ++r) {
+            std::set<int64_t> seen;
+            for (int64_t s = 0; s < k; ++s) {
+              if (want_valid[static_cast<size_t>(r * k + s)]) {
+                ASSERT_TRUE(seen.insert(want[static_cast<size_t>(r * k + s)]).second);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Stratified, KeysDifferFromBalancedSampleKeys) {
+  const uint64_t rk = row_key(call_key(1, 0), 0);
+  const uint64_t keys[] = {purpose_key(rk, kSlotPermutation), purpose_key(rk, kPositivePermutation),
+                           purpose_key(rk, kNegativePermutation),
+                           purpose_key(rk, kStratifiedSlotPermutation),
+                           purpose_key(rk, kStratifiedFillPermutation),
+                           purpose_key(rk, kStratifiedClassPermutation)};
+  std::set<uint64_t> distinct(std::begin(keys), std::end(keys));
+  EXPECT_EQ(distinct.size(), 6u);
 }
