@@ -118,7 +118,7 @@ def test_generator_advances_by_a_fixed_amount_and_reproduces():
 
 @cuda
 def test_cuda_graph_replays_draw_fresh_samples_matching_eager():
-    labels = torch.randint(0, 2, (4, 20000), device="cuda")
+    labels = torch.randint(0, 2, (4, 10000), device="cuda")
     torch.cuda.manual_seed(11)
     s = torch.cuda.Stream()
     s.wait_stream(torch.cuda.current_stream())
@@ -153,7 +153,7 @@ NEEDS_REGISTRATION = torch_minor() < (2, 14)
 
 
 @cuda
-@pytest.mark.parametrize("n", [20000, 70000])  # one launch, three launches
+@pytest.mark.parametrize("n", [10000, 70000])  # one launch, three launches
 @pytest.mark.parametrize("kind", ["default", "explicit"])
 def test_cuda_graph_replays_with_the_default_and_an_explicit_generator(kind, n):
     labels = torch.randint(-1, 2, (3, n), device="cuda")
