@@ -1,4 +1,4 @@
-"""The bad-input matrix: every argument of both operators, wrong in every way
+"""The bad-input matrix: every argument of the operators, wrong in every way
 we could think of. Each case either raises an error that names the argument
 (matched by a regular expression) or has a documented, tested behaviour.
 
@@ -19,6 +19,9 @@ L = "torch.arange(20).remainder(3).sub(1).reshape(2, 10)"
 F = "torch.randn(2, 10, 3)"
 S = "syncfree.balanced_sample"
 G = "syncfree.balanced_sample_gather"
+Q = "syncfree.stratified_sample"
+QG = "syncfree.stratified_sample_gather"
+GS = "syncfree.gather_sampled"
 CASES = [
     ("labels", "float32", f"{S}(torch.zeros(2, 10), 4)", r"labels must be bool or an integer tensor .*got dtype Float"),
     ("labels", "float64", f"{S}(torch.zeros(10, dtype=torch.float64), 4)", r"labels must be bool or an integer .*Double"),
@@ -68,6 +71,47 @@ CASES = [
     ("features", "requires grad", f"{G}({F}.requires_grad_(), {L}, 4)[0].requires_grad", "ok: differentiable"),
     ("labels (gather)", "float labels", f"{G}({F}, torch.zeros(2, 10), 4)", r"labels must be bool or an integer"),
     ("labels (gather)", "0-dim", f"{G}(torch.randn(3), torch.tensor(1), 4)", r"labels must have at least 1 dimension"),
+    # stratified_sample, stratified_sample_gather and gather_sampled.
+    ("labels (stratified)", "float32", f"{Q}(torch.zeros(2, 10), 4, [1, 1])", r"stratified_sample: labels must be bool or an integer tensor .*got dtype Float"),
+    ("labels (stratified)", "0-dim", f"{Q}(torch.tensor(1), 4, [1])", r"stratified_sample: labels must have at least 1 dimension .*0-dim"),
+    ("labels (stratified)", "None", f"{Q}(None, 4, [1])", r"labels must be a torch.Tensor, got NoneType"),
+    ("labels (stratified)", "N = 0", f"{Q}(torch.zeros(3, 0, dtype=torch.long), 4, [2, 2])[1].any().item() == False", "ok: every slot invalid"),
+    ("labels (stratified)", "batch of 0 rows", f"{Q}(torch.zeros(0, 5, dtype=torch.long), 4, [2])[0].shape == (0, 4)", "ok: empty outputs"),
+    ("labels (stratified)", "labels outside [0, C)", f"(lambda l: (lambda i, v: ((l.gather(1, i.clamp(min=0))[v] >= 0) & (l.gather(1, i.clamp(min=0))[v] < 2)).all().item())(*{Q}(l, 10, [1, 1], seed=0)))(torch.arange(-5, 15).reshape(2, 10))", "ok: never sampled"),
+    ("labels (stratified)", "zero stride (expanded row)", f"{Q}(torch.tensor([0, 1, 1, 0]).expand(3, 4), 2, [1, 1], seed=0)[1].all().item()", "ok: sampled like a copy"),
+    ("labels (stratified)", "non-contiguous", f"torch.equal({Q}({L}.t().contiguous().t(), 4, [1, 1, 1], seed=1)[0], {Q}({L}.contiguous(), 4, [1, 1, 1], seed=1)[0])", "ok: same as contiguous"),
+    ("labels (stratified)", "meta tensor", f"{Q}(torch.empty(2, 10, dtype=torch.long, device='meta'), 4, [1, 2])[0].shape == (2, 4)", "ok: shapes only"),
+    ("num_samples (stratified)", "-1", f"{Q}({L}, -1, [0])", r"num_samples must be >= 0, got -1"),
+    ("num_samples (stratified)", "float 2.5", f"{Q}({L}, 2.5, [1])", r"num_samples"),
+    ("num_samples (stratified)", "0", f"{Q}({L}, 0, [0])[0].shape == (2, 0)", "ok: empty outputs"),
+    ("num_samples (stratified)", "larger than N", f"{Q}({L}, 50, [5, 5])[0].shape == (2, 50)", "ok: extra slots invalid"),
+    ("num_samples (stratified)", "rows x K overflows int64", f"{Q}(torch.zeros(4, 3, dtype=torch.long), 2**62, [1])", r"more than int64 can index"),
+    ("class_quota", "empty list", f"{Q}({L}, 4, [])", r"at least one class \(C >= 1\), got an empty sequence"),
+    ("class_quota", "negative in a list", f"{Q}({L}, 4, [2, -1])", r"class_quota\[1\] must be >= 0, got -1"),
+    ("class_quota", "list summing above num_samples", f"{Q}({L}, 4, [3, 2])", r"sum of class_quota must be <= num_samples \(4\), got 5"),
+    ("class_quota", "float in a list", f"{Q}({L}, 4, [1.0, 2])", r"class_quota\[0\] must be an int, got float"),
+    ("class_quota", "bool in a list", f"{Q}({L}, 4, [True])", r"class_quota\[0\] must be an int, got bool"),
+    ("class_quota", "an int", f"{Q}({L}, 4, 3)", r"class_quota must be a sequence of ints or an int64 tensor, got int"),
+    ("class_quota", "None", f"{Q}({L}, 4, None)", r"class_quota must be a sequence of ints or an int64 tensor, got NoneType"),
+    ("class_quota", "int32 tensor", f"{Q}({L}, 4, torch.zeros(2, dtype=torch.int32))", r"class_quota must be an int64 tensor, got dtype Int"),
+    ("class_quota", "float tensor", f"{Q}({L}, 4, torch.zeros(2))", r"class_quota must be an int64 tensor, got dtype Float"),
+    ("class_quota", "empty tensor [0]", f"{Q}({L}, 4, torch.zeros(0, dtype=torch.long))", r"at least one class \(C >= 1\), got shape \[0\]"),
+    ("class_quota", "0-dim tensor", f"{Q}({L}, 4, torch.tensor(2))", r"class_quota must have shape \[C\] or labels.shape\[:-1\] \+ \[C\]"),
+    ("class_quota", "leading shape differs", f"{Q}({L}, 4, torch.zeros(3, 2, dtype=torch.long))", r"class_quota must have shape .*got shape \[3, 2\] for labels of shape \[2, 10\]"),
+    ("class_quota", "other device", f"{Q}({L}, 4, torch.zeros(2, dtype=torch.long, device='meta'))", r"class_quota must be on the labels' device cpu, got a tensor on meta"),
+    ("class_quota", "negative tensor values", f"(lambda l: (lambda i, v: (l.gather(1, i.clamp(min=0))[v] == 1).all().item())(*{Q}(l, 4, torch.tensor([-3, 2]), False, seed=0)))({L})", "ok: a negative quota takes nothing"),
+    ("class_quota", "tensor values summing above num_samples", f"(lambda l: (lambda i, v: (l.gather(1, i.clamp(min=0))[v] == 0).sum().item() == 2 * 3)(*{Q}(l, 3, torch.tensor([9, 9]), False, seed=0)))({L}.clamp(min=0))", "ok: takes in class order up to num_samples"),
+    ("class_quota", "thousands of classes", f"{Q}({L}, 4, torch.ones(5000, dtype=torch.long))[1].all().item()", "ok: any C"),
+    ("fill", "None", f"{Q}({L}, 4, [1], fill=None)", r"fill must be a bool, got NoneType"),
+    ("fill", "int 1", f"{Q}({L}, 4, [1], fill=1)", r"fill must be a bool, got int"),
+    ("seed (stratified)", "2^64 (out of int64)", f"{Q}({L}, 4, [1], seed=2**64)", r"argument 'seed'"),
+    ("seed (stratified)", "with generator", f"{Q}({L}, 4, [1], seed=1, generator=torch.Generator())", r"seed and generator are mutually exclusive"),
+    ("generator (stratified)", "not a Generator", f"{Q}({L}, 4, [1], generator='cpu')", r"generator"),
+    ("features (stratified)", "leading shape differs", f"{QG}(torch.randn(2, 9, 3), {L}, 4, [1, 1])", r"stratified_sample_gather: features must have shape \[..., N, \*F\]"),
+    ("indices (gather_sampled)", "int32", f"{GS}({F}, {L}, torch.zeros(2, 4, dtype=torch.int32), torch.ones(2, 4, dtype=torch.bool))", r"gather_sampled: indices must be int64 and valid bool, got Int"),
+    ("indices (gather_sampled)", "shape differs from valid", f"{GS}({F}, {L}, torch.zeros(2, 4, dtype=torch.long), torch.ones(2, 3, dtype=torch.bool))", r"gather_sampled: indices and valid must have shape labels.shape\[:-1\] \+ \[K\]"),
+    ("indices (gather_sampled)", "valid slot outside [0, N)", f"{GS}({F}, {L}, torch.full((2, 4), 10), torch.ones(2, 4, dtype=torch.bool))", r"index 10 of a valid slot is outside \[0, 10\)"),
+    ("indices (gather_sampled)", "invalid slot outside [0, N)", f"{GS}({F}, {L}, torch.full((2, 4), 99), torch.zeros(2, 4, dtype=torch.bool))[1].eq(-1).all().item()", "ok: ignored (zeros, label -1)"),
 ]
 
 RUNNER = r"""

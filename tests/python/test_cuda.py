@@ -311,3 +311,208 @@ def test_cuda_opcheck():
     torch.library.opcheck(torch.ops.syncfree.balanced_sample_gather.default, (features, labels, 16), {"seed": 1})
     idx, valid = syncfree.balanced_sample(labels, 16, seed=1)
     torch.library.opcheck(torch.ops.syncfree._gather_sampled.default, (features.detach(), labels, idx, valid))
+
+
+# --- stratified_sample ----------------------------------------------------------
+
+
+def class_labels_on(device, shape, C, dtype, gen):
+    """Labels in [-2, C + 2) (some of no class), half of them in class 0 or 1."""
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=gen).bool().to(device)
+    low = 0 if dtype == torch.uint8 else -2
+    labels = torch.randint(low, C + 2, shape, generator=gen)
+    labels = torch.where(torch.rand(shape, generator=gen) < 0.5, labels.remainder(min(C, 2)), labels)
+    return labels.to(dtype).to(device)
+
+
+@cuda
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_stratified_cuda_equals_cpu_bit_for_bit(dtype):
+    gen = torch.Generator().manual_seed(20)
+    # 2048: one sort tile of the kernels; 4096: one count tile; 70000: many of both.
+    for shape in [(1000,), (4, 300), (2, 3, 129), (2, 70000), (3, 0), (64, 5), (2, 2049), (1, 4097)]:
+        for C in [1, 2, 3, 21, 150]:
+            if dtype == torch.bool and C > 3:
+                continue
+            labels = class_labels_on("cpu", shape, C, dtype, gen)
+            for K in [0, 1, 7, shape[-1] // 10 + 1, shape[-1] + 3]:
+                shared = torch.randint(-2, K // C + 3, (C,), generator=gen)
+                per_row = torch.randint(-2, K + 3, shape[:-1] + (C,), generator=gen)
+                for quota in (shared, per_row):
+                    for fill in [False, True]:
+                        for seed in [0, -7]:
+                            kw = dict(fill=fill, seed=seed)
+                            ci, cv = syncfree.stratified_sample(labels, K, quota, **kw)
+                            gi, gv = syncfree.stratified_sample(labels.cuda(), K, quota.cuda(), **kw)
+                            assert torch.equal(gi.cpu(), ci) and torch.equal(gv.cpu(), cv), (shape, C, K, fill, seed)
+
+
+@cuda
+@pytest.mark.parametrize("C", [1000, 3000, 9000])
+def test_stratified_cuda_many_classes_equals_cpu(C):
+    # Shared-memory and global paths of the count and plan kernels.
+    gen = torch.Generator().manual_seed(21)
+    labels = torch.randint(-1, C + 50, (3, 20000), generator=gen)
+    quota = torch.randint(-1, 4, (3, C), generator=gen)
+    for K in [1, 512, 4000, 20003]:
+        for fill in [False, True]:
+            ci, cv = syncfree.stratified_sample(labels, K, quota, fill, seed=3)
+            gi, gv = syncfree.stratified_sample(labels.cuda(), K, quota.cuda(), fill, seed=3)
+            assert torch.equal(gi.cpu(), ci) and torch.equal(gv.cpu(), cv), (C, K, fill)
+
+
+@cuda
+def test_stratified_cuda_list_quotas_strides_and_gather():
+    gen = torch.Generator().manual_seed(22)
+    base = class_labels_on("cpu", (8, 600), 4, torch.int64, gen)
+    for labels in (base, base.t().contiguous().t(), base[:, ::2]):
+        want = syncfree.stratified_sample(labels, 40, [10, 5, 0, 5], seed=4)
+        got = syncfree.stratified_sample(labels.cuda(), 40, [10, 5, 0, 5], seed=4)
+        assert torch.equal(got[0].cpu(), want[0]) and torch.equal(got[1].cpu(), want[1])
+    quota = torch.randint(0, 9, (4, 8), generator=gen).t()  # non-contiguous [8, 4]
+    want = syncfree.stratified_sample(base, 30, quota, seed=5)
+    got = syncfree.stratified_sample(base.cuda(), 30, quota.cuda(), seed=5)
+    assert torch.equal(got[0].cpu(), want[0])
+    features = torch.randn(8, 600, 16, generator=gen)
+    cpu = syncfree.stratified_sample_gather(features, base, 40, [10, 5, 0, 5], seed=6)
+    gpu = syncfree.stratified_sample_gather(features.cuda(), base.cuda(), 40, [10, 5, 0, 5], seed=6)
+    assert all(torch.equal(g.cpu(), c) for g, c in zip(gpu, cpu))
+    idx, valid = syncfree.stratified_sample(base.cuda(), 40, [10, 5, 0, 5], seed=6)
+    f, l = syncfree.gather_sampled(features.cuda(), base.cuda(), idx, valid)
+    assert torch.equal(f.cpu(), cpu[0]) and torch.equal(l.cpu(), cpu[1])
+
+
+@cuda
+def test_stratified_no_host_sync():
+    labels = torch.randint(-1, 5, (4, 100000), device="cuda")
+    quota = torch.tensor([100, 200, 0, 300, 50], device="cuda")
+    many = torch.randint(0, 3, (4, 3000), device="cuda")
+    features = torch.randn(4, 100000, 16, device="cuda")
+    syncfree.stratified_sample_gather(features, labels, 1000, quota)  # warm up
+    syncfree.stratified_sample(labels, 1000, [100, 200, 0, 300, 50])
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            syncfree.stratified_sample(labels, 1000, quota)
+            syncfree.stratified_sample(labels, 1000, quota, seed=5)
+            syncfree.stratified_sample(labels, 1000, many, fill=False)
+            syncfree.stratified_sample(labels, 1000, [100, 200, 0, 300, 50])
+            syncfree.stratified_sample_gather(features, labels, 1000, quota)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
+@cuda
+def test_stratified_generator_advances_like_balanced_sample():
+    labels = torch.randint(0, 3, (2, 1000), device="cuda")
+    quota = torch.tensor([20, 20, 10], device="cuda")
+    torch.cuda.manual_seed(3)
+    a = [syncfree.stratified_sample(labels, 50, quota)[0] for _ in range(2)]
+    torch.cuda.manual_seed(3)
+    b = [syncfree.stratified_sample(labels, 50, quota)[0] for _ in range(2)]
+    assert not torch.equal(a[0], a[1])
+    assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
+    # The same advance whatever the data, and the same as balanced_sample's.
+    g1 = torch.Generator(device="cuda").manual_seed(9)
+    g2 = torch.Generator(device="cuda").manual_seed(9)
+    g3 = torch.Generator(device="cuda").manual_seed(9)
+    syncfree.stratified_sample(labels, 50, quota, generator=g1)
+    syncfree.stratified_sample(labels[:, :0], 0, quota, generator=g2)
+    syncfree.balanced_sample(labels, 50, generator=g3)
+    assert torch.equal(g1.get_state(), g2.get_state()) and torch.equal(g1.get_state(), g3.get_state())
+
+
+@cuda
+@pytest.mark.parametrize("kind", ["default", "explicit"])
+def test_stratified_cuda_graph_replays_draw_fresh_samples_matching_eager(kind):
+    labels = torch.randint(-1, 4, (3, 20000), device="cuda")
+    quota = torch.randint(0, 60, (3, 4), device="cuda")
+    torch.cuda.manual_seed(13)
+    gen = torch.Generator(device="cuda").manual_seed(14) if kind == "explicit" else None
+
+    def call():
+        return syncfree.stratified_sample(labels, 300, quota, generator=gen)
+
+    def get_state():
+        return gen.get_state() if gen is not None else torch.cuda.get_rng_state()
+
+    def set_state(state):
+        if gen is not None:
+            gen.set_state(state)
+        else:
+            torch.cuda.set_rng_state(state)
+
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(2):
+            call()
+    torch.cuda.current_stream().wait_stream(s)
+    graph = torch.cuda.CUDAGraph()
+    if gen is not None and NEEDS_REGISTRATION:
+        graph.register_generator_state(gen)
+    with torch.cuda.graph(graph):
+        out_idx, out_valid = call()
+    state = get_state()
+    replays = []
+    for _ in range(3):
+        graph.replay()
+        replays.append((out_idx.clone(), out_valid.clone()))
+    assert not torch.equal(replays[0][0], replays[1][0]) and not torch.equal(replays[1][0], replays[2][0])
+    set_state(state)
+    for idx, valid in replays:
+        e_idx, e_valid = call()
+        assert torch.equal(idx, e_idx) and torch.equal(valid, e_valid)
+
+
+@cuda
+def test_stratified_rejected_calls_leave_the_generators_unchanged():
+    labels = torch.randint(-1, 3, (2, 100), device="cuda")
+    quota = torch.tensor([2, 2, 2], device="cuda")
+    # Rejected by the CUDA backend itself: more than 2^31 - 1 rows (one block
+    # each), and 2^31 - 1 classes (32-bit sort keys). No memory behind either.
+    too_many_rows = torch.empty(2**31, 0, device="cuda", dtype=torch.int64)
+    too_many_classes = torch.zeros((), device="cuda", dtype=torch.int64).expand(2**31 - 1)
+    rejected = [
+        (lambda g: syncfree.stratified_sample(labels, -1, quota, generator=g), "num_samples"),
+        (lambda g: syncfree.stratified_sample(labels.float(), 4, quota, generator=g), "dtype"),
+        (lambda g: syncfree.stratified_sample(labels, 4, quota.int(), generator=g), "int64"),
+        (lambda g: syncfree.stratified_sample(labels, 4, quota.cpu(), generator=g), "device"),
+        (lambda g: syncfree.stratified_sample(labels, 4, torch.zeros(3, 2, dtype=torch.int64, device="cuda"), generator=g), "shape"),
+        (lambda g: syncfree.stratified_sample(too_many_rows, 1, quota, generator=g), "too large"),
+        (lambda g: syncfree.stratified_sample(labels, 1, too_many_classes, generator=g), "too large"),
+    ]
+    gen = torch.Generator(device="cuda").manual_seed(5)
+    torch.cuda.manual_seed(6)
+    gen_state, default_state = gen.get_state(), torch.cuda.get_rng_state()
+    for g in [gen, None]:
+        for call, message in rejected:
+            with pytest.raises(RuntimeError, match=message):
+                call(g)
+        assert torch.equal(gen.get_state(), gen_state)
+        assert torch.equal(torch.cuda.get_rng_state(), default_state)
+    cpu_gen = torch.Generator().manual_seed(7)
+    cpu_state = cpu_gen.get_state()
+    with pytest.raises(RuntimeError, match="generator"):
+        syncfree.stratified_sample(labels, 4, quota, generator=cpu_gen)
+    assert torch.equal(cpu_gen.get_state(), cpu_state)
+    syncfree.stratified_sample(labels, 4, quota, generator=gen)
+    syncfree.stratified_sample(labels, 4, quota)
+    assert not torch.equal(gen.get_state(), gen_state)
+    assert not torch.equal(torch.cuda.get_rng_state(), default_state)
+
+
+@cuda
+@pytest.mark.skipif(not hasattr(getattr(torch, "library", None), "opcheck"), reason="needs torch.library.opcheck")
+def test_stratified_cuda_opcheck():
+    labels = torch.randint(-1, 3, (3, 500), device="cuda")
+    features = torch.randn(3, 500, 4, device="cuda", requires_grad=True)
+    quota = torch.tensor([4, 4, 4], device="cuda")
+    per_row = torch.randint(-1, 6, (3, 3), device="cuda")
+    for q in (quota, per_row):
+        torch.library.opcheck(torch.ops.syncfree.stratified_sample.default, (labels, 16, q), {"seed": 1})
+    torch.library.opcheck(torch.ops.syncfree.stratified_sample_gather.default, (features, labels, 16, quota), {"seed": 1})
+    idx, valid = syncfree.stratified_sample(labels, 16, quota, seed=1)
+    torch.library.opcheck(torch.ops.syncfree.gather_sampled.default, (features, labels, idx, valid))
