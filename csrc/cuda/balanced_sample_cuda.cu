@@ -1,5 +1,5 @@
 // CUDA backend of syncfree::balanced_sample and of the gather step: the torch
-// adapter around the framework-free launchers (sampler.h). Device guard,
+// adapter around the framework-free launchers (balanced_sampler.h). Device guard,
 // current stream, workspace from the caching allocator (sized from shapes
 // only), graph-safe Philox state from the CUDA generator under its mutex
 // (drawn only once every check has passed), launch checks.
@@ -12,7 +12,7 @@
 
 #include <mutex>
 
-#include "cuda/sampler.h"
+#include "cuda/balanced_sampler.h"
 #include "ops/balanced_sample.h"
 
 namespace syncfree {

@@ -11,7 +11,7 @@
 
 #include "core/compact.h"
 #include "core/host_sampler.h"
-#include "cuda/sampler.h"
+#include "cuda/balanced_sampler.h"
 
 using namespace syncfree;
 

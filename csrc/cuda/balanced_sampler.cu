@@ -1,5 +1,5 @@
 // CUDA kernels of balanced sampling (framework-free: no torch header).
-#include "cuda/sampler.h"
+#include "cuda/balanced_sampler.h"
 
 #include <new>
 
