@@ -160,6 +160,21 @@ def parse_sizes(text):
     return [int(float(s)) for s in text.split(",") if s]
 
 
+def load_average():
+    """The 1-minute load average (/proc/loadavg), or None where there is none."""
+    try:
+        with open("/proc/loadavg") as f:
+            return float(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def loaded(load, threads, own=0):
+    """Whether other work was running: a load, less `own` (this run's share),
+    above the CPUs that `threads` threads leave free."""
+    return load is not None and load - own > (os.cpu_count() or 1) - threads + 0.5
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
@@ -194,8 +209,11 @@ def main():
         trace(args, impls)
         return
 
+    load_start = load_average()
     print(f"syncfree Python benchmark | device {args.device} | {torch.get_num_threads()} CPU threads | "
-          f"torch {torch.__version__} | K = N/10, F = {FEATURE_DIM}")
+          f"torch {torch.__version__} | K = N/10, F = {FEATURE_DIM} | load average {load_start}"
+          + (" | LOADED: other work is running, timings are not representative"
+             if loaded(load_start, torch.get_num_threads()) else ""))
     results = []
     configs = [(0, n) for n in sizes] + [(args.batch, n) for n in batch_sizes]
     timer = Timer(cuda)
@@ -238,9 +256,16 @@ def main():
         syncs = "n/a" if r["syncs_per_call"] is None else f"{r['syncs_per_call']:.1f}"
         spread = f"{r['p10_ms']:.4f}..{r['p90_ms']:.4f}"
         print(f"{head} {r['median_ms']:>10.4f} {spread:>23} {r.get('speedup_vs_naive', 0):>7.1f}x {syncs:>6}")
+    load_end = load_average()
+    # At the end the load includes this run's own threads.
+    threads = torch.get_num_threads()
+    was_loaded = loaded(load_start, threads) or loaded(load_end, threads, own=threads)
+    print(f"load average at start {load_start}, at end {load_end}"
+          + (": LOADED, other work was running" if was_loaded else ""))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(dict(device=args.device, threads=torch.get_num_threads(), torch=torch.__version__,
+                           loadavg_start=load_start, loadavg_end=load_end, loaded=was_loaded,
                            date=datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
                            feature_dim=FEATURE_DIM, source="bench/bench.py", results=results), f, indent=1)
 

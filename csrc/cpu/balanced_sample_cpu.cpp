@@ -4,11 +4,16 @@
 //   1. compact every (row, chunk) pair, recording per-chunk class counts;
 //   2. turn each row's counts into prefix sums;
 //   3. fill every (row, block of slots) pair from the row's plan.
+// A phase with little work runs on the calling thread (see parallel_grain);
+// every unit writes its own part of the outputs, so the results do not depend
+// on how the units are split over threads.
 #include <ATen/ATen.h>
 #include <ATen/CPUGeneratorImpl.h>
 #include <ATen/Dispatch.h>
 #include <ATen/Parallel.h>
+#include <ATen/TensorIterator.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
 #include <cstring>
@@ -18,6 +23,7 @@
 #include "core/compact.h"
 #include "core/host_sampler.h"
 #include "core/row_plan.h"
+#include "cpu/parallel.h"
 #include "ops/balanced_sample.h"
 
 namespace syncfree {
@@ -26,6 +32,12 @@ namespace ops {
 namespace {
 
 constexpr int64_t kSlotBlock = 4096;
+
+// Work per unit of each phase (units: see cpu/parallel.h).
+constexpr int64_t kChunkWork = 64;      // a (row, chunk) unit, besides its labels
+constexpr int64_t kRowPlanWork = 256;   // a (row, block) unit's plan and small tables
+constexpr int64_t kSlotWork = 12;       // one slot: the permutations and the lookup
+constexpr int64_t kGatherSlotWork = 4;  // one gathered slot, besides its bytes / 16
 
 // Workspaces up to this size reuse a buffer of the calling thread.
 constexpr size_t kScratchBytes = size_t{1} << 18;
@@ -138,10 +150,14 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
   int64_t* pos_prefix = ws.pos_prefix;
   int64_t* neg_prefix = ws.neg_prefix;
   const int64_t stride = labels.stride(-1);
+  const int64_t blocks = (k + kSlotBlock - 1) / kSlotBlock;
+  const int64_t compact_grain = parallel_grain(std::min(n, core::kChunk) + kChunkWork);
+  const int64_t prefix_grain = parallel_grain(2 * prefix_len);
+  const int64_t slot_grain = parallel_grain(kRowPlanWork + kSlotWork * std::min(k, kSlotBlock));
 
   AT_DISPATCH_INTEGRAL_TYPES_AND(at::kBool, labels.scalar_type(), "balanced_sample_cpu", [&] {
     const scalar_t* data = labels.data_ptr<scalar_t>();
-    at::parallel_for(0, rows * chunks, 1, [&](int64_t begin, int64_t end) {
+    at::parallel_for(0, rows * chunks, compact_grain, [&](int64_t begin, int64_t end) {
       for (int64_t u = begin; u < end; ++u) {
         const int64_t r = u / chunks;
         const int64_t c = u % chunks;
@@ -155,7 +171,7 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
     });
   });
 
-  at::parallel_for(0, rows, 64, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, rows, prefix_grain, [&](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
       core::counts_to_prefix(pos_prefix + r * prefix_len, chunks);
       core::counts_to_prefix(neg_prefix + r * prefix_len, chunks);
@@ -164,8 +180,7 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
 
   int64_t* out_indices = indices.data_ptr<int64_t>();
   bool* out_valid = valid.data_ptr<bool>();
-  const int64_t blocks = (k + kSlotBlock - 1) / kSlotBlock;
-  at::parallel_for(0, rows * blocks, 1, [&](int64_t begin, int64_t end) {
+  at::parallel_for(0, rows * blocks, slot_grain, [&](int64_t begin, int64_t end) {
     for (int64_t u = begin; u < end; ++u) {
       const int64_t r = u / blocks;
       const int64_t b = u % blocks;
@@ -205,16 +220,22 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_cpu(const at::Tensor& features
   int64_t* lab_ptr = out_labels.data_ptr<int64_t>();
   const int64_t stride = labels.stride(-1);
 
-  const int64_t blocks = (k + kSlotBlock - 1) / kSlotBlock;
+  // Units of one row's slots, block at a time: kSlotBlock slots, or fewer for
+  // wide feature rows (about kParallelWork / 2 of work each), so that the
+  // slots of a few rows still split over threads.
+  const int64_t slot_work = kGatherSlotWork + row_bytes / 16;
+  const int64_t block = std::clamp<int64_t>(kParallelWork / 2 / slot_work, 1, kSlotBlock);
+  const int64_t blocks = (k + block - 1) / block;
+  const int64_t grain = parallel_grain(std::min(k, block) * slot_work);
   std::atomic<bool> bad{false};  // a valid slot whose index is outside [0, n)
   std::atomic<int64_t> bad_index{0};
   AT_DISPATCH_INTEGRAL_TYPES_AND(at::kBool, labels.scalar_type(), "gather_sampled_cpu", [&] {
     const scalar_t* label_data = labels.data_ptr<scalar_t>();
-    at::parallel_for(0, rows * blocks, 1, [&](int64_t begin, int64_t end) {
+    at::parallel_for(0, rows * blocks, grain, [&](int64_t begin, int64_t end) {
       for (int64_t w = begin; w < end; ++w) {
         const int64_t r = w / blocks;
-        const int64_t first = r * k + (w % blocks) * kSlotBlock;
-        const int64_t last = r * k + std::min(k, (w % blocks + 1) * kSlotBlock);
+        const int64_t first = r * k + (w % blocks) * block;
+        const int64_t last = r * k + std::min(k, (w % blocks + 1) * block);
         const scalar_t* row_labels = label_data + row_offset(labels, r);
         const char* row_features = src_ptr + r * n * row_bytes;
         copy_rows(row_bytes, [&](auto copy) {

@@ -14,6 +14,7 @@
 
 #include "core/host_stratified.h"
 #include "core/stratified.h"
+#include "cpu/parallel.h"
 #include "ops/balanced_sample.h"
 #include "ops/stratified_sample.h"
 
@@ -21,10 +22,6 @@ namespace syncfree {
 namespace ops {
 
 namespace {
-
-// Elements (labels + slots + classes) a task should cover before the rows are
-// split across threads: smaller calls run on the calling thread.
-constexpr int64_t kGrainWork = int64_t{1} << 15;
 
 // Element offset of row r's first label, for any strides of the leading dims.
 int64_t label_row_offset(const at::Tensor& labels, int64_t r) {
@@ -61,9 +58,10 @@ void sample_rows(const at::Tensor& labels, const T* data, const int64_t* quota,
   const int64_t k = p.num_samples;
   const int64_t stride = labels.stride(-1);
   const int64_t words = core::stratified_workspace_words<Index>(n, k, p.num_classes);
-  const int64_t per_row = n + std::min(k, n) + p.num_classes + k;
-  const int64_t grain = std::max<int64_t>(1, kGrainWork / std::max<int64_t>(per_row, 1));
-  at::parallel_for(0, rows, grain, [&](int64_t begin, int64_t end) {
+  // A row's work (units: cpu/parallel.h): two passes over its labels (count,
+  // sort by class), its classes, and its slots (about 12 units each).
+  const int64_t per_row = 2 * n + 2 * p.num_classes + 12 * k;
+  at::parallel_for(0, rows, parallel_grain(per_row), [&](int64_t begin, int64_t end) {
     const std::unique_ptr<int64_t[]> work(new int64_t[static_cast<size_t>(words)]);
     for (int64_t r = begin; r < end; ++r) {
       core::stratified_row<Index>(data + label_row_offset(labels, r), stride, n,

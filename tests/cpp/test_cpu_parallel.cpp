@@ -1,0 +1,100 @@
+// The CPU operators return the same bits whatever the number of threads: a
+// small call runs on the calling thread, a large one splits its phases over
+// threads, and neither may change the output. Shapes on both sides of the
+// thresholds, each run on one thread and on several, against the core's
+// serial reference and the generic gather.
+#include <ATen/ATen.h>
+#include <ATen/Parallel.h>
+#include <gtest/gtest.h>
+#include <syncfree/syncfree.h>
+
+#include <memory>
+#include <vector>
+
+#include "core/host_sampler.h"
+#include "ops/balanced_sample.h"
+
+namespace {
+
+struct Shape {
+  int64_t rows, n, k, width;
+};
+
+struct Outputs {
+  at::Tensor indices, valid, features, labels;
+};
+
+Outputs run(const at::Tensor& features, const at::Tensor& labels, int64_t k, int64_t seed) {
+  Outputs o;
+  std::tie(o.indices, o.valid) = syncfree::balanced_sample(
+      labels, k, syncfree::SampleOptions().positive_fraction(0.3).seed(seed));
+  std::tie(o.features, o.labels) =
+      syncfree::ops::gather_sampled_cpu(features, labels, o.indices, o.valid);
+  return o;
+}
+
+class ThreadCount {
+ public:
+  ThreadCount() : saved_(at::get_num_threads()) {}
+  ~ThreadCount() { at::set_num_threads(saved_); }
+
+ private:
+  int saved_;
+};
+
+}  // namespace
+
+TEST(CpuParallel, SameBitsOnOneThreadAndOnSeveral) {
+  const ThreadCount restore;
+  const std::vector<Shape> shapes = {
+      {32, 1000, 100, 16},         // the calling thread only
+      {256, 1000, 100, 16},        // every phase split over threads
+      {4096, 64, 6, 16},           // many short rows
+      {1, 100000, 10000, 16},      // one row: two chunks, three blocks of slots
+      {2, 3 * 65536 + 9, 9000, 4}, // several chunks and blocks per row
+      {3, 500, 50, 4096},          // wide features: gather blocks of a few slots
+      {2, 3000, 2500, 1000},       // wide features, blocks of a row on several threads
+  };
+  int64_t seed = 11;
+  for (const Shape& s : shapes) {
+    SCOPED_TRACE(::testing::Message() << "rows " << s.rows << ", n " << s.n << ", k " << s.k
+                                      << ", width " << s.width);
+    at::manual_seed(seed);
+    const at::Tensor labels = at::randint(-1, 3, {s.rows, s.n}, at::kLong);
+    const at::Tensor features = at::randn({s.rows, s.n, s.width});
+
+    at::set_num_threads(1);
+    const Outputs one = run(features, labels, s.k, seed);
+
+    // The core's serial reference.
+    syncfree::core::SampleParams p;
+    p.num_samples = s.k;
+    p.positive_fraction = 0.3;
+    p.seed = static_cast<uint64_t>(seed);
+    const size_t slots = static_cast<size_t>(s.rows * s.k);
+    std::vector<int64_t> want(slots);
+    std::unique_ptr<bool[]> want_valid(new bool[slots]);
+    syncfree::core::sample_rows_serial(labels.data_ptr<int64_t>(), s.rows, s.n, p, want.data(),
+                                       want_valid.get());
+    const int64_t* got = one.indices.data_ptr<int64_t>();
+    const bool* got_valid = one.valid.data_ptr<bool>();
+    for (size_t i = 0; i < slots; ++i) {
+      ASSERT_EQ(got[i], want[i]) << "slot " << i;
+      ASSERT_EQ(got_valid[i], want_valid[i]) << "slot " << i;
+    }
+    auto generic = syncfree::ops::gather_sampled_generic(features, labels, one.indices, one.valid);
+    EXPECT_TRUE(one.features.equal(std::get<0>(generic)));
+    EXPECT_TRUE(one.labels.equal(std::get<1>(generic)));
+
+    for (const int threads : {2, 3, 8}) {
+      SCOPED_TRACE(::testing::Message() << threads << " threads");
+      at::set_num_threads(threads);
+      const Outputs many = run(features, labels, s.k, seed);
+      EXPECT_TRUE(many.indices.equal(one.indices));
+      EXPECT_TRUE(many.valid.equal(one.valid));
+      EXPECT_TRUE(many.features.equal(one.features));
+      EXPECT_TRUE(many.labels.equal(one.labels));
+    }
+    ++seed;
+  }
+}
