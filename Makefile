@@ -11,8 +11,14 @@
 # BENCH_ARGS passes flags to the benchmark (see bench/syncfree_bench.cpp).
 
 # The torch versions CI tests. The first is the default of every target.
+# CUDA_TORCHES are CUDA builds: `make test` requires the CUDA operator there
+# (CUDA=ON: configuring fails without nvcc) and torchvision beside them.
 TORCHES := 2.13.0 2.14.1
+CUDA_TORCHES := 2.14.1
 TORCH ?= $(firstword $(TORCHES))
+# 1: the torchvision drop-in tests fail instead of skipping without torchvision.
+SYNCFREE_EXPECT_TORCHVISION ?= 0
+export SYNCFREE_EXPECT_TORCHVISION
 VENV ?= .venv/torch-$(TORCH)
 PYTHON := $(VENV)/bin/python
 BUILD ?= build/torch-$(TORCH)
@@ -26,7 +32,7 @@ CMAKE_FLAGS ?=
 BENCH_ARGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: all setup configure build check test test-cpp test-python test-wheel test-sanitize \
+.PHONY: all setup configure build check check-cuda-config test test-cpp test-python test-wheel test-sanitize \
 	bench bench-python plots trace clean
 
 all: build
@@ -59,13 +65,26 @@ build: configure
 # Every supported torch, then the sanitizer build of the core.
 test:
 	@set -e; for t in $(TORCHES); do \
-	  echo "=== torch $$t"; $(MAKE) --no-print-directory check TORCH=$$t; \
+	  echo "=== torch $$t"; \
+	  case " $(CUDA_TORCHES) " in \
+	    *" $$t "*) $(MAKE) --no-print-directory check TORCH=$$t CUDA=ON SYNCFREE_EXPECT_TORCHVISION=1 ;; \
+	    *) $(MAKE) --no-print-directory check TORCH=$$t ;; \
+	  esac; \
 	done
 	@$(MAKE) --no-print-directory test-sanitize
 
 # One torch: C++ tests (ctest), Python tests, then the wheel in a fresh venv.
-check: build
+check: build check-cuda-config
 	@$(MAKE) --no-print-directory test-cpp test-python test-wheel
+
+# With CUDA=ON (or OFF) the build must be what was asked for: a build
+# directory configured otherwise before is an error, not a silent pass.
+check-cuda-config: configure
+	@built=$$(grep -q '^SYNCFREE_CUDA_OPERATOR:INTERNAL=ON' $(BUILD)/CMakeCache.txt && echo ON || echo OFF); \
+	if [ "$(CUDA)" != auto ] && [ "$$built" != "$(CUDA)" ]; then \
+	  echo "$(BUILD): CUDA operator $$built, but CUDA=$(CUDA) was asked for: remove $(BUILD) and rerun" >&2; \
+	  exit 1; \
+	fi
 
 test-cpp:
 	cd $(BUILD) && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" ctest --output-on-failure --no-tests=error

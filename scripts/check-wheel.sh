@@ -10,6 +10,8 @@ work="${2:?usage: check-wheel.sh VENV WORKDIR}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 rm -rf "$work" && mkdir -p "$work" && work="$(cd "$work" && pwd)"
 
+# setuptools' staging folders are shared by every torch: start them afresh.
+rm -rf "$root"/build/lib.* "$root"/build/bdist.*
 echo "check-wheel: pip wheel ."
 "$venv/bin/python" -m pip wheel --no-build-isolation --no-deps -q -w "$work/dist" "$root" 2>&1 |
   { grep -v "^WARNING: Location" || true; }

@@ -31,10 +31,14 @@ def checks() -> int:
     # Host syncs per call, per op: CUDA's sync debug mode warns on each one.
     labels = torch.randint(-1, 2, (8, 20000), device="cuda")
     features = torch.randn(8, 20000, 16, device="cuda")
+    quota = torch.tensor([300, 300], device="cuda")
     calls = {
         "balanced_sample": lambda: syncfree.balanced_sample(labels, 1000),
         "balanced_sample (seed)": lambda: syncfree.balanced_sample(labels, 1000, seed=5),
         "balanced_sample_gather": lambda: syncfree.balanced_sample_gather(features, labels, 1000),
+        "stratified_sample (tensor quotas)": lambda: syncfree.stratified_sample(labels, 1000, quota),
+        "stratified_sample_gather": lambda: syncfree.stratified_sample_gather(features, labels, 1000,
+                                                                              quota),
     }
     for name, call in calls.items():
         call()
@@ -67,6 +71,19 @@ def checks() -> int:
                 total += 1
                 equal += int(torch.equal(ci, gi.cpu()) and torch.equal(cv, gv.cpu()))
     report("CPU == CUDA (seeded, both launch paths)", equal == total, f"{equal}/{total} equal")
+
+    # stratified_sample: CPU == CUDA, bit for bit, over class counts and shapes.
+    equal = total = 0
+    for classes in (1, 2, 21, 150, 3000):
+        for shape, k in (((1, 1), 1), ((3, 1000), 100), ((2, 16384), 512), ((1, 70000), 4000)):
+            lab = torch.randint(-1, classes + 1, shape, generator=gen)
+            quota = torch.randint(-1, max(2, k // max(classes, 1) + 2), (classes,), generator=gen)
+            for fill in (True, False):
+                ci, cv = syncfree.stratified_sample(lab, k, quota, fill=fill, seed=7)
+                gi, gv = syncfree.stratified_sample(lab.cuda(), k, quota.cuda(), fill=fill, seed=7)
+                total += 1
+                equal += int(torch.equal(ci, gi.cpu()) and torch.equal(cv, gv.cpu()))
+    report("stratified CPU == CUDA (seeded)", equal == total, f"{equal}/{total} equal")
 
     # CUDA graphs: replays draw fresh samples, each equal to the eager call
     # from the same generator state; default and explicit generators.

@@ -6,7 +6,7 @@
 # (scripts/setup-venv.sh).
 set -euo pipefail
 
-packages=(build-essential git libgtest-dev googletest clang libclang-rt-dev)
+packages=(build-essential git python3 python3-venv libgtest-dev googletest clang libclang-rt-dev)
 
 missing=()
 for p in "${packages[@]}"; do

@@ -18,6 +18,7 @@
 #include <memory>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <type_traits>
 
 #include "core/compact.h"
@@ -129,13 +130,18 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
                                                        c10::optional<at::Generator> generator) {
   core::SampleParams params = check_sample_args(labels, num_samples, positive_fraction,
                                                 negative_label, fill_positives, seed, generator);
-  draw_seed(seed, generator, &params);
-
+  // Outputs and workspace first: a call that fails (out of memory) must not
+  // have drawn from the generator. Every call draws the same amount.
   at::Tensor indices, valid;
   std::tie(indices, valid) = empty_sample_outputs(labels, num_samples);
   const int64_t rows = num_rows(labels).expect_int();
   const int64_t n = labels.size(-1);
   const int64_t k = num_samples;
+  const int64_t chunks = core::num_chunks(n);
+  const int64_t prefix_len = chunks + 1;
+  std::optional<Workspace> workspace;
+  if (rows > 0 && k > 0 && n > 0) workspace.emplace(labels, rows, n, prefix_len);
+  draw_seed(seed, generator, &params);
   if (rows == 0 || k == 0) return {indices, valid};
   if (n == 0) {
     indices.fill_(-1);
@@ -143,9 +149,7 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
     return {indices, valid};
   }
 
-  const int64_t chunks = core::num_chunks(n);
-  const int64_t prefix_len = chunks + 1;
-  const Workspace ws(labels, rows, n, prefix_len);
+  const Workspace& ws = *workspace;
   uint16_t* work = ws.work;
   int64_t* pos_prefix = ws.pos_prefix;
   int64_t* neg_prefix = ws.neg_prefix;

@@ -83,10 +83,11 @@ std::tuple<at::Tensor, at::Tensor> stratified_sample_cpu(const at::Tensor& label
   params.num_samples = num_samples;
   params.num_classes = class_quota.size(-1);
   params.fill = fill;
-  draw_stratified_seed(seed, generator, &params);
-
+  // Outputs first: a call that fails to allocate them must not have drawn
+  // from the generator. Every call draws the same amount.
   at::Tensor indices, valid;
   std::tie(indices, valid) = empty_sample_outputs(labels, num_samples);
+  draw_stratified_seed(seed, generator, &params);
   const int64_t rows = num_rows(labels).expect_int();
   const int64_t n = labels.size(-1);
   const int64_t k = num_samples;

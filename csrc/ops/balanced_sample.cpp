@@ -224,10 +224,16 @@ at::Tensor gather_sampled_backward(const at::Tensor& grad, const at::Tensor& ind
   const c10::SymInt rows = num_rows(indices);
   const c10::SymInt k = indices.sym_size(-1);
   const c10::SymInt width = feature_width(grad, indices.dim());
+  // A slot adds its gradient only when valid and in [0, n) (the forward
+  // treats an out-of-range index as an invalid slot); the others add zeros
+  // at index 0, so scatter_add never sees an out-of-range index.
+  const at::Tensor slot = indices.reshape_symint({rows, k, 1});
+  const at::Tensor used = valid.reshape_symint({rows, k, 1})
+                              .logical_and(slot.ge(0))
+                              .logical_and(slot.lt(c10::Scalar(n)));
   const at::Tensor index =
-      indices.reshape_symint({rows, k, 1}).clamp_min(0).expand_symint({rows, k, width});
-  const at::Tensor g = grad.reshape_symint({rows, k, width})
-                           .masked_fill(valid.reshape_symint({rows, k, 1}).logical_not(), 0);
+      slot.masked_fill(used.logical_not(), 0).expand_symint({rows, k, width});
+  const at::Tensor g = grad.reshape_symint({rows, k, width}).masked_fill(used.logical_not(), 0);
   at::Tensor grad_features = at::zeros_symint({rows, n, width}, grad.options());
   if (n > 0) grad_features.scatter_add_(1, index, g);  // n == 0: every slot is invalid
   return grad_features.view_symint(sizes);

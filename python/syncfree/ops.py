@@ -153,6 +153,13 @@ def _quota_tensor(class_quota: Union[List[int], Tensor], num_samples: int, label
             "syncfree.stratified_sample: the sum of class_quota must be <= num_samples ("
             + str(num_samples) + "), got " + str(total) + " for class_quota " + str(class_quota)
         )
+    if not torch.jit.is_scripting():
+        if labels.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            # A captured copy reads its host buffer again at every replay.
+            raise RuntimeError(
+                "syncfree.stratified_sample: class_quota must be an int64 tensor on the labels' "
+                "device during CUDA graph capture (made before the capture), got a Python sequence"
+            )
     quota = torch.tensor(class_quota, dtype=torch.int64)
     if labels.device.type == "cuda":
         # From pinned memory the copy is asynchronous: no wait for the device.

@@ -683,3 +683,36 @@ def test_torch_export():
         assert torch.equal(a, b)
     targets = {str(n.target) for n in exported.graph.nodes if n.op == "call_function"}
     assert "syncfree.stratified_sample.default" in targets
+
+
+def test_results_do_not_depend_on_the_thread_count():
+    # Large enough that the rows are split over threads (cpu/parallel.h):
+    # 64 rows of 2 * 20000 + 12 * 512 units each.
+    gen = torch.Generator().manual_seed(5)
+    labels = torch.randint(-1, 30, (64, 20000), generator=gen)
+    quota = torch.randint(0, 30, (64, 29), generator=gen)
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = syncfree.stratified_sample(labels, 512, quota, seed=3)
+        torch.set_num_threads(max(2, before))
+        many = syncfree.stratified_sample(labels, 512, quota, seed=3)
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(one[0], many[0]) and torch.equal(one[1], many[1])
+    assert int(one[1].sum()) > 0
+
+
+def test_gather_sampled_backward_ignores_invalid_slots_with_any_index():
+    # An invalid slot's index is never used, in the forward or the backward,
+    # whatever it holds (here past the end and negative).
+    features = torch.randn(1, 4, 3, requires_grad=True)
+    labels = torch.zeros(1, 4, dtype=torch.long)
+    indices = torch.tensor([[2, 10, -7]])
+    valid = torch.tensor([[True, False, False]])
+    sampled, sampled_labels = syncfree.gather_sampled(features, labels, indices, valid)
+    sampled.sum().backward()
+    expected = torch.zeros(1, 4, 3)
+    expected[0, 2] = 1
+    assert torch.equal(features.grad, expected)
+    assert sampled_labels.tolist() == [[0, -1, -1]]
