@@ -25,7 +25,7 @@ namespace core {
 
 constexpr int64_t kChunk = int64_t{1} << 16;
 
-SYNCFREE_HD int64_t num_chunks(int64_t n) { return (n + kChunk - 1) / kChunk; }
+SYNCFREE_HD int64_t num_chunks(int64_t n, int64_t chunk = kChunk) { return (n + chunk - 1) / chunk; }
 
 // Compacts labels[0], labels[stride], ..., labels[(len-1)*stride] (len <= kChunk)
 // into work[0..len) and returns the class counts of the chunk.
@@ -83,6 +83,7 @@ struct CompactRow {
   const int64_t* neg_prefix;   // nchunks + 1 entries
   int64_t n;
   int64_t nchunks;
+  int64_t chunk = kChunk;      // labels per chunk (the CUDA three-launch path uses fewer)
 
   SYNCFREE_HD int64_t num_positive() const { return pos_prefix[nchunks]; }
   SYNCFREE_HD int64_t num_negative() const { return neg_prefix[nchunks]; }
@@ -99,9 +100,9 @@ struct CompactRow {
       lo = prefix[lo + half] <= rank ? lo + half : lo;
       span -= half;
     }
-    const int64_t start = lo * kChunk;
+    const int64_t start = lo * chunk;
     const int64_t j = rank - prefix[lo];
-    const int64_t len = (n - start) < kChunk ? (n - start) : kChunk;
+    const int64_t len = (n - start) < chunk ? (n - start) : chunk;
     const int64_t offset = positive ? work[start + j] : work[start + len - 1 - j];
     return start + offset;
   }

@@ -108,7 +108,7 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cuda(const at::Tensor& labels
   const bool empty = rows == 0 || num_samples == 0;
   TORCH_CHECK(empty || cuda::shape_supported(rows, n),
               "syncfree.balanced_sample: labels too large for the CUDA backend: expected at most "
-              "2147483647 blocks of work (rows * ceil(N / 65536), at least one per row), got ",
+              "2147483647 blocks of work (rows * ceil(N / 8192), at least one per row), got ",
               rows, " rows of N = ", n, " labels (shape ", labels.sizes(), ")");
 
   at::Tensor indices, valid;

@@ -36,7 +36,7 @@ struct Layout {
 
 Layout layout(void* workspace, int64_t rows, int64_t n) {
   Layout l;
-  l.chunks = core::num_chunks(n);
+  l.chunks = core::num_chunks(n, kCompactChunk);
   char* base = static_cast<char*>(workspace);
   const size_t work_bytes = align16(static_cast<size_t>(rows * n) * 2);
   const size_t prefix_bytes = align16(2 * static_cast<size_t>(rows * (l.chunks + 1)) * 8);
@@ -48,7 +48,7 @@ Layout layout(void* workspace, int64_t rows, int64_t n) {
 }
 
 size_t layout_bytes(int64_t rows, int64_t n) {
-  const int64_t chunks = core::num_chunks(n);
+  const int64_t chunks = core::num_chunks(n, kCompactChunk);
   return align16(static_cast<size_t>(rows * n) * 2) +
          align16(2 * static_cast<size_t>(rows * (chunks + 1)) * 8) +
          static_cast<size_t>(rows) * sizeof(core::RowPlan);
@@ -64,7 +64,7 @@ __device__ __forceinline__ uint32_t warp_sum(uint32_t v) {
 #endif
 }
 
-// Block-wide, order-preserving compaction of row[0..len) (len <= kChunk)
+// Block-wide, order-preserving compaction of row[0..len) (len <= 65536: uint16 offsets)
 // into work[0..len) (global or shared memory): positives' offsets at the
 // front, negatives' at the back in reverse, the layout the CPU writes
 // (core/compact.h). Every thread gets the class counts; the block ends
@@ -300,8 +300,8 @@ __global__ void __launch_bounds__(kCompactThreads)
   const int64_t unit = blockIdx.x;
   const int64_t r = unit / chunks;
   const int64_t c = unit % chunks;
-  const int64_t start = c * core::kChunk;
-  const int64_t len = (n - start) < core::kChunk ? (n - start) : core::kChunk;
+  const int64_t start = c * kCompactChunk;
+  const int64_t len = (n - start) < kCompactChunk ? (n - start) : kCompactChunk;
   int64_t pos_total, neg_total;
   compact_block(labels + r * n + start, len, negative_label, out.work + r * n + start,
                 warp_counts, &pos_total, &neg_total);
@@ -344,7 +344,7 @@ __global__ void __launch_bounds__(kSlotThreads)
       const core::CompactRow row{in.work + static_cast<int64_t>(r) * n,
                                  in.pos_prefix + static_cast<int64_t>(r) * (in.chunks + 1),
                                  in.neg_prefix + static_cast<int64_t>(r) * (in.chunks + 1), n,
-                                 in.chunks};
+                                 in.chunks, kCompactChunk};
       const core::RowPlan& plan = plans[r];
       index = slot_index(plan, plan.slots, plan.positives, plan.negatives, row,
                          static_cast<int64_t>(g - r * slots));
@@ -481,7 +481,7 @@ cudaError_t with_label_type(LabelType type, const F& f) {
 
 bool shape_supported(int64_t rows, int64_t n) {
   // One block per row (one-launch path) or per (row, chunk).
-  const int64_t chunks = n == 0 ? 1 : core::num_chunks(n);
+  const int64_t chunks = n == 0 ? 1 : core::num_chunks(n, kCompactChunk);
   return rows <= 0x7FFFFFFF / chunks;
 }
 

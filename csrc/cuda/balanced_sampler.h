@@ -7,7 +7,7 @@
 // launch: a block per row, sized to the row, compacts the row into shared
 // memory and builds the row's plan there once, then its threads fill the
 // row's slots. Other calls take three: an order-preserving compaction of
-// every (row, 65536-label chunk) into a uint16 workspace, one thread per row
+// every (row, kCompactChunk-label chunk) into a uint16 workspace, one thread per row
 // turning the chunk counts into prefix sums and building the row's plan
 // into the workspace, then one thread per output slot evaluating the plan.
 // Counts stay on the device; nothing is read back; the workspace size
@@ -44,6 +44,12 @@ struct RandomSource {
 constexpr int64_t kOneLaunchMaxN = 16384;
 constexpr int64_t kOneLaunchMaxK = 4096;
 
+// Labels per compaction block on the three-launch path: one block, one round
+// of 512 threads x 16 labels, per chunk, so that a single long row spreads
+// over many SMs (N = 1e6: 123 blocks). The CPU compacts in chunks of
+// core::kChunk; the chunking is internal, the results are the same bits.
+constexpr int64_t kCompactChunk = 8192;
+
 struct SampleArgs {
   const void* labels = nullptr;  // [rows, n], contiguous
   LabelType label_type = LabelType::kInt64;
@@ -79,7 +85,7 @@ struct GatherArgs {
 };
 
 // Whether the kernels can take `rows` rows of `n` labels (one block per
-// 65536-label chunk: rows * ceil(n / 65536) blocks at most 2^31 - 1).
+// chunk: rows * ceil(n / kCompactChunk) blocks at most 2^31 - 1).
 bool shape_supported(int64_t rows, int64_t n);
 
 // Bytes of device workspace that launching `args` needs (0 on the one-launch

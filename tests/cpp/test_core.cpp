@@ -207,13 +207,27 @@ TEST(Labels, Classify) {
   EXPECT_TRUE(neg && !pos);
 }
 
-// Builds the chunked workspace of one row and checks every rank lookup.
+// Builds the chunked workspace of one row, in chunks of `chunk` labels (the
+// CPU's kChunk, or the CUDA three-launch path's smaller one), and checks
+// every rank lookup.
 template <typename T>
-void check_compaction(const std::vector<T>& storage, int64_t stride, int64_t n, int64_t neg_label) {
-  const int64_t chunks = num_chunks(n);
+void check_compaction(const std::vector<T>& storage, int64_t stride, int64_t n, int64_t neg_label,
+                      int64_t chunk = kChunk) {
+  const int64_t chunks = num_chunks(n, chunk);
   std::vector<uint16_t> work(static_cast<size_t>(n));
   std::vector<int64_t> pos(static_cast<size_t>(chunks + 1), 0), neg(pos);
-  compact_row(storage.data(), stride, n, neg_label, work.data(), pos.data(), neg.data());
+  if (chunk == kChunk) {
+    compact_row(storage.data(), stride, n, neg_label, work.data(), pos.data(), neg.data());
+  } else {
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t start = c * chunk;
+      compact_chunk(storage.data() + start * stride, stride, std::min(chunk, n - start), neg_label,
+                    work.data() + start, &pos[static_cast<size_t>(c + 1)],
+                    &neg[static_cast<size_t>(c + 1)]);
+    }
+    counts_to_prefix(pos.data(), chunks);
+    counts_to_prefix(neg.data(), chunks);
+  }
   std::vector<int64_t> want_pos, want_neg;
   for (int64_t i = 0; i < n; ++i) {
     bool p, q;
@@ -221,7 +235,7 @@ void check_compaction(const std::vector<T>& storage, int64_t stride, int64_t n, 
     if (p) want_pos.push_back(i);
     if (q) want_neg.push_back(i);
   }
-  const CompactRow row{work.data(), pos.data(), neg.data(), n, chunks};
+  const CompactRow row{work.data(), pos.data(), neg.data(), n, chunks, chunk};
   ASSERT_EQ(row.num_positive(), static_cast<int64_t>(want_pos.size()));
   ASSERT_EQ(row.num_negative(), static_cast<int64_t>(want_neg.size()));
   for (size_t r = 0; r < want_pos.size(); ++r)
@@ -250,6 +264,18 @@ TEST(Compact, MatchesABruteForceScanAcrossChunks) {
   sparse[kChunk + 9] = 1;
   sparse[3 * kChunk - 1] = 1;
   check_compaction(sparse, 1, 3 * kChunk, 0);
+}
+
+TEST(Compact, SmallerChunksGiveTheSameIndices) {
+  // The CUDA three-launch path compacts in chunks of 8192 labels.
+  std::mt19937_64 rng(6);
+  for (int64_t n : {int64_t{1}, int64_t{8191}, int64_t{8192}, int64_t{8193}, int64_t{40000},
+                    kChunk + 3}) {
+    std::vector<int32_t> storage(static_cast<size_t>(n));
+    for (auto& v : storage) v = static_cast<int32_t>(rng() % 4) - 1;
+    check_compaction(storage, 1, n, 0, 8192);
+    check_compaction(storage, 1, n, 2, 1000);
+  }
 }
 
 TEST(RowPlan, PicksAreUniqueAndMeetTheQuota) {

@@ -97,7 +97,7 @@ struct Shape {
   int64_t rows, n;
 };
 
-// Both sides of the one-launch limit, and of the chunk size.
+// Both sides of the one-launch limit, and of the chunk sizes (CPU and CUDA).
 const std::vector<Shape> kShapes = {{1, 1000},
                                     {7, 300},
                                     {3, 0},
@@ -108,6 +108,10 @@ const std::vector<Shape> kShapes = {{1, 1000},
                                     {3, cuda::kOneLaunchMaxN},
                                     {2, cuda::kOneLaunchMaxN + 1},
                                     {2, core::kChunk},
+                                    // Both sides of the three-launch path's chunk.
+                                    {2, cuda::kCompactChunk},
+                                    {2, cuda::kCompactChunk + 1},
+                                    {1, 5 * cuda::kCompactChunk - 1},
                                     {300, 40}};  // several blocks of row plans
 
 // One call of both paths and both random sources against the CPU.

@@ -23,7 +23,7 @@ def labels_on(device, shape, dtype, gen):
 def test_cuda_equals_cpu_bit_for_bit(dtype):
     gen = torch.Generator().manual_seed(0)
     # 16384 / 16385: both sides of the one-launch limit of the kernels.
-    for shape in [(1000,), (4, 300), (2, 3, 129), (2, 3 * 65536 + 17), (3, 0), (64, 5), (2, 16384), (2, 16385)]:
+    for shape in [(1000,), (4, 300), (2, 3, 129), (2, 3 * 65536 + 17), (2, 3 * 8192 + 17), (3, 0), (64, 5), (2, 16384), (2, 16385)]:
         labels = labels_on("cpu", shape, dtype, gen)
         for K in [0, 1, 7, shape[-1] // 10 + 1, shape[-1] + 3]:
             for fill in [False, True]:
@@ -205,7 +205,7 @@ def test_cuda_graph_replays_with_the_default_and_an_explicit_generator(kind, n):
 @cuda
 def test_rejected_calls_leave_the_generators_unchanged():
     labels = torch.randint(-1, 2, (2, 100), device="cuda")
-    # More than 2^31 - 1 blocks of work (rows * ceil(N / 65536)): rejected by
+    # More than 2^31 - 1 blocks of work (rows * ceil(N / 8192)): rejected by
     # the CUDA backend itself. Neither tensor holds memory (empty, expanded).
     too_many_rows = torch.empty(2**31, 0, device="cuda", dtype=torch.int64)
     too_many_chunks = torch.zeros((), device="cuda", dtype=torch.int8).expand(2**30 + 1, 2 * 65536)
