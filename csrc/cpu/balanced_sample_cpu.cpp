@@ -24,6 +24,7 @@
 #include "core/compact.h"
 #include "core/host_sampler.h"
 #include "core/row_plan.h"
+#include "cpu/generator.h"
 #include "cpu/parallel.h"
 #include "ops/balanced_sample.h"
 
@@ -81,22 +82,6 @@ int64_t row_offset(const at::Tensor& labels, int64_t r) {
     r /= size;
   }
   return offset;
-}
-
-// seed/offset of a call: the user's seed with offset 0, or one 64-bit draw
-// from the generator (advancing it by exactly one random64() per call).
-void draw_seed(const c10::optional<int64_t>& seed, const c10::optional<at::Generator>& generator,
-               core::SampleParams* p) {
-  p->offset = 0;
-  if (seed.has_value()) {
-    p->seed = static_cast<uint64_t>(*seed);
-    return;
-  }
-  check_generator_device(generator, at::Device(at::kCPU));
-  auto* gen = at::get_generator_or_default<at::CPUGeneratorImpl>(
-      generator, at::detail::getDefaultCPUGenerator());
-  std::lock_guard<std::mutex> lock(gen->mutex_);
-  p->seed = gen->random64();
 }
 
 // Calls body(copy) with a row-copy function for rows of row_bytes bytes:

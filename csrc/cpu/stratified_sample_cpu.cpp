@@ -14,6 +14,7 @@
 
 #include "core/host_stratified.h"
 #include "core/stratified.h"
+#include "cpu/generator.h"
 #include "cpu/parallel.h"
 #include "ops/balanced_sample.h"
 #include "ops/stratified_sample.h"
@@ -32,23 +33,6 @@ int64_t label_row_offset(const at::Tensor& labels, int64_t r) {
     r /= size;
   }
   return offset;
-}
-
-// seed/offset of a call: the user's seed with offset 0, or one 64-bit draw
-// from the generator (exactly one random64() per call).
-void draw_stratified_seed(const c10::optional<int64_t>& seed,
-                          const c10::optional<at::Generator>& generator,
-                          core::StratifiedParams* p) {
-  p->offset = 0;
-  if (seed.has_value()) {
-    p->seed = static_cast<uint64_t>(*seed);
-    return;
-  }
-  check_generator_device(generator, at::Device(at::kCPU));
-  auto* gen = at::get_generator_or_default<at::CPUGeneratorImpl>(
-      generator, at::detail::getDefaultCPUGenerator());
-  std::lock_guard<std::mutex> lock(gen->mutex_);
-  p->seed = gen->random64();
 }
 
 template <typename Index, typename T>
@@ -87,7 +71,7 @@ std::tuple<at::Tensor, at::Tensor> stratified_sample_cpu(const at::Tensor& label
   // from the generator. Every call draws the same amount.
   at::Tensor indices, valid;
   std::tie(indices, valid) = empty_sample_outputs(labels, num_samples);
-  draw_stratified_seed(seed, generator, &params);
+  draw_seed(seed, generator, &params);
   const int64_t rows = num_rows(labels).expect_int();
   const int64_t n = labels.size(-1);
   const int64_t k = num_samples;

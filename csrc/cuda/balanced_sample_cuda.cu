@@ -12,6 +12,7 @@
 
 #include <mutex>
 
+#include "cuda/adapter.h"
 #include "cuda/balanced_sampler.h"
 #include "ops/balanced_sample.h"
 
@@ -19,73 +20,6 @@ namespace syncfree {
 namespace ops {
 
 namespace {
-
-// Each call advances the CUDA generator's Philox offset by this fixed amount.
-constexpr uint64_t kGeneratorIncrement = 4;
-
-cuda::LabelType label_type(at::ScalarType t) {
-  switch (t) {
-    case at::kBool: return cuda::LabelType::kBool;
-    case at::kByte: return cuda::LabelType::kUInt8;
-    case at::kChar: return cuda::LabelType::kInt8;
-    case at::kShort: return cuda::LabelType::kInt16;
-    case at::kInt: return cuda::LabelType::kInt32;
-    default: break;
-  }
-  // The argument checks reject other dtypes first.
-  TORCH_CHECK(t == at::kLong, "syncfree: unsupported label dtype ", t);
-  return cuda::LabelType::kInt64;
-}
-
-// The CUDA generator a call draws from (the given one or the device's
-// default), after checking it: draws nothing.
-at::CUDAGeneratorImpl* call_generator(const c10::optional<at::Generator>& generator,
-                                      const at::Device& device) {
-  check_generator_device(generator, device);
-  return at::get_generator_or_default<at::CUDAGeneratorImpl>(
-      generator, at::cuda::detail::getDefaultCUDAGenerator(device.index()));
-}
-
-// Draws (seed, offset) of a call: the user's seed with offset 0, or
-// kGeneratorIncrement from the generator's Philox state under its mutex.
-// Inside a CUDA graph capture the state lives on the device (read by the
-// kernels at replay, so every replay draws fresh samples). torch 2.14 and
-// newer register any generator used during a capture with the graph; older
-// releases require an explicit generator to be registered before the capture
-// begins, and fail here otherwise.
-cuda::RandomSource draw_random(const c10::optional<int64_t>& seed, at::CUDAGeneratorImpl* gen,
-                               bool explicit_generator, cudaStream_t stream) {
-  cuda::RandomSource src;
-  if (seed.has_value()) {
-    src.seed = static_cast<uint64_t>(*seed);
-    return src;
-  }
-  at::PhiloxCudaState state;
-  try {
-    std::lock_guard<std::mutex> lock(gen->mutex_);
-    state = gen->philox_cuda_state(kGeneratorIncrement);
-  } catch (const c10::Error& e) {
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) (void)cudaGetLastError();
-    if (!explicit_generator || capture == cudaStreamCaptureStatusNone) throw;
-    TORCH_CHECK(false,
-                "syncfree.balanced_sample: the generator argument cannot be used in this CUDA "
-                "graph capture: expected a generator registered with the graph being captured, "
-                "got one that is not (this torch does not register generators by itself: call "
-                "graph.register_generator_state(generator) on the torch.cuda.CUDAGraph before "
-                "the capture begins, or pass seed= instead); torch reported: ",
-                e.what_without_backtrace());
-  }
-  if (state.captured_) {  // inside graph capture: read on the device at replay
-    src.seed_ptr = reinterpret_cast<const int64_t*>(state.seed_.ptr);
-    src.offset_ptr = state.offset_.ptr;
-    src.offset_extra = state.offset_intragraph_;
-  } else {
-    src.seed = state.seed_.val;
-    src.offset = state.offset_.val;
-  }
-  return src;
-}
 
 // Every check and allocation comes before the draw from the generator, so
 // a rejected call leaves the generator as it was.
@@ -114,7 +48,7 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cuda(const at::Tensor& labels
   at::Tensor indices, valid;
   std::tie(indices, valid) = empty_sample_outputs(labels, num_samples);
   if (empty) {  // nothing to launch; the generator advances as for any call
-    (void)draw_random(seed, gen, explicit_generator, stream);
+    (void)draw_random("balanced_sample", seed, gen, explicit_generator, stream);
     return {indices, valid};
   }
 
@@ -134,7 +68,7 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cuda(const at::Tensor& labels
     workspace = at::empty({static_cast<int64_t>(workspace_bytes)}, labels.options().dtype(at::kByte));
     args.workspace = workspace.data_ptr();
   }
-  args.random = draw_random(seed, gen, explicit_generator, stream);
+  args.random = draw_random("balanced_sample", seed, gen, explicit_generator, stream);
   const cudaError_t err = cuda::launch_balanced_sample(args, stream);
   TORCH_CHECK(err == cudaSuccess, "syncfree.balanced_sample: CUDA launch failed: ",
               cudaGetErrorString(err));

@@ -26,6 +26,21 @@ namespace cuda {
 
 enum class LabelType { kBool, kUInt8, kInt8, kInt16, kInt32, kInt64 };
 
+// f(T{}) for the C++ type T of a label type: the kernels' dtype dispatch,
+// shared by every op's launcher.
+template <typename F>
+cudaError_t with_label_type(LabelType type, const F& f) {
+  switch (type) {
+    case LabelType::kBool: return f(bool{});
+    case LabelType::kUInt8: return f(uint8_t{});
+    case LabelType::kInt8: return f(int8_t{});
+    case LabelType::kInt16: return f(int16_t{});
+    case LabelType::kInt32: return f(int32_t{});
+    case LabelType::kInt64: return f(int64_t{});
+  }
+  return cudaErrorInvalidValue;
+}
+
 // Where (seed, offset) come from. With seed_ptr == nullptr they are the
 // values below. Otherwise (inside a CUDA graph capture) the kernels read
 // seed = *seed_ptr and offset = *offset_ptr + offset_extra on the device, so

@@ -14,6 +14,7 @@
 
 #include <mutex>
 
+#include "cuda/adapter.h"
 #include "cuda/stratified_sampler.h"
 #include "ops/balanced_sample.h"
 #include "ops/stratified_sample.h"
@@ -22,65 +23,6 @@ namespace syncfree {
 namespace ops {
 
 namespace {
-
-// Each call advances the CUDA generator's Philox offset by this fixed
-// amount, as balanced_sample's CUDA backend does.
-constexpr uint64_t kGeneratorIncrement = 4;
-
-cuda::LabelType stratified_label_type(at::ScalarType t) {
-  switch (t) {
-    case at::kBool: return cuda::LabelType::kBool;
-    case at::kByte: return cuda::LabelType::kUInt8;
-    case at::kChar: return cuda::LabelType::kInt8;
-    case at::kShort: return cuda::LabelType::kInt16;
-    case at::kInt: return cuda::LabelType::kInt32;
-    default: break;
-  }
-  // The argument checks reject other dtypes first.
-  TORCH_CHECK(t == at::kLong, "syncfree.stratified_sample: unsupported label dtype ", t);
-  return cuda::LabelType::kInt64;
-}
-
-// Draws (seed, offset) of a call: the user's seed with offset 0, or
-// kGeneratorIncrement from the generator's Philox state under its mutex.
-// Inside a CUDA graph capture the state lives on the device (read by the
-// kernels at replay, so every replay draws fresh samples); see
-// balanced_sample_cuda.cu for the torch releases that need an explicit
-// generator registered with the graph.
-cuda::RandomSource draw_stratified_random(const c10::optional<int64_t>& seed,
-                                          at::CUDAGeneratorImpl* gen, bool explicit_generator,
-                                          cudaStream_t stream) {
-  cuda::RandomSource src;
-  if (seed.has_value()) {
-    src.seed = static_cast<uint64_t>(*seed);
-    return src;
-  }
-  at::PhiloxCudaState state;
-  try {
-    std::lock_guard<std::mutex> lock(gen->mutex_);
-    state = gen->philox_cuda_state(kGeneratorIncrement);
-  } catch (const c10::Error& e) {
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess) (void)cudaGetLastError();
-    if (!explicit_generator || capture == cudaStreamCaptureStatusNone) throw;
-    TORCH_CHECK(false,
-                "syncfree.stratified_sample: the generator argument cannot be used in this CUDA "
-                "graph capture: expected a generator registered with the graph being captured, "
-                "got one that is not (this torch does not register generators by itself: call "
-                "graph.register_generator_state(generator) on the torch.cuda.CUDAGraph before "
-                "the capture begins, or pass seed= instead); torch reported: ",
-                e.what_without_backtrace());
-  }
-  if (state.captured_) {  // inside graph capture: read on the device at replay
-    src.seed_ptr = reinterpret_cast<const int64_t*>(state.seed_.ptr);
-    src.offset_ptr = state.offset_.ptr;
-    src.offset_extra = state.offset_intragraph_;
-  } else {
-    src.seed = state.seed_.val;
-    src.offset = state.offset_.val;
-  }
-  return src;
-}
 
 // Every check and allocation comes before the draw from the generator, so
 // a rejected call leaves the generator as it was.
@@ -91,12 +33,8 @@ std::tuple<at::Tensor, at::Tensor> stratified_sample_cuda(const at::Tensor& labe
                                                           c10::optional<at::Generator> generator) {
   check_stratified_args(labels, num_samples, class_quota, seed, generator);
   const c10::cuda::CUDAGuard guard(labels.device());
-  at::CUDAGeneratorImpl* gen = nullptr;
-  if (!seed.has_value()) {
-    check_generator_device(generator, labels.device());
-    gen = at::get_generator_or_default<at::CUDAGeneratorImpl>(
-        generator, at::cuda::detail::getDefaultCUDAGenerator(labels.device().index()));
-  }
+  at::CUDAGeneratorImpl* const gen =
+      seed.has_value() ? nullptr : call_generator(generator, labels.device());
   const bool explicit_generator = generator.has_value() && generator->defined();
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
   const int64_t rows = num_rows(labels).expect_int();
@@ -113,7 +51,7 @@ std::tuple<at::Tensor, at::Tensor> stratified_sample_cuda(const at::Tensor& labe
   at::Tensor indices, valid;
   std::tie(indices, valid) = empty_sample_outputs(labels, num_samples);
   if (empty) {  // nothing to launch; the generator advances as for any call
-    (void)draw_stratified_random(seed, gen, explicit_generator, stream);
+    (void)draw_random("stratified_sample", seed, gen, explicit_generator, stream);
     return {indices, valid};
   }
 
@@ -123,7 +61,7 @@ std::tuple<at::Tensor, at::Tensor> stratified_sample_cuda(const at::Tensor& labe
   const at::Tensor quota = class_quota.contiguous();
   cuda::StratifiedArgs args;
   args.labels = flat.data_ptr();
-  args.label_type = stratified_label_type(labels.scalar_type());
+  args.label_type = label_type(labels.scalar_type());
   args.rows = rows;
   args.n = n;
   args.quota = quota.data_ptr<int64_t>();
@@ -137,7 +75,7 @@ std::tuple<at::Tensor, at::Tensor> stratified_sample_cuda(const at::Tensor& labe
   const at::Tensor workspace =
       at::empty({static_cast<int64_t>(workspace_bytes)}, labels.options().dtype(at::kByte));
   args.workspace = workspace.data_ptr();
-  args.random = draw_stratified_random(seed, gen, explicit_generator, stream);
+  args.random = draw_random("stratified_sample", seed, gen, explicit_generator, stream);
   const cudaError_t err = cuda::launch_stratified_sample(args, stream);
   TORCH_CHECK(err == cudaSuccess, "syncfree.stratified_sample: CUDA launch failed: ",
               cudaGetErrorString(err));

@@ -318,20 +318,6 @@ cudaError_t launch_typed(const StratifiedArgs& a, const Layout& l, cudaStream_t 
   return cudaGetLastError();
 }
 
-// f(T{}) for the C++ type T of a label type.
-template <typename F>
-cudaError_t with_label_type(LabelType type, const F& f) {
-  switch (type) {
-    case LabelType::kBool: return f(bool{});
-    case LabelType::kUInt8: return f(uint8_t{});
-    case LabelType::kInt8: return f(int8_t{});
-    case LabelType::kInt16: return f(int16_t{});
-    case LabelType::kInt32: return f(int32_t{});
-    case LabelType::kInt64: return f(int64_t{});
-  }
-  return cudaErrorInvalidValue;
-}
-
 }  // namespace
 
 bool stratified_shape_supported(int64_t rows, int64_t n, int64_t num_classes) {

@@ -31,13 +31,16 @@ bool is_supported_label_dtype(at::ScalarType t) {
   }
 }
 
-// The label dtype check of both ops (`op` names the operator in the message).
+}  // namespace
+
 void check_label_dtype(const at::Tensor& labels, const char* op) {
   TORCH_CHECK(is_supported_label_dtype(labels.scalar_type()), "syncfree.", op,
               ": labels must be bool or an integer tensor (uint8, int8, int16, int32, int64), "
               "got dtype ",
               labels.scalar_type());
 }
+
+namespace {
 
 // The value of a SymInt when it is known: always, except for symbolic sizes
 // while torch.compile traces.

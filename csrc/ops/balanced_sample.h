@@ -19,6 +19,10 @@ core::SampleParams check_sample_args(const at::Tensor& labels, int64_t num_sampl
                                      bool fill_positives, const c10::optional<int64_t>& seed,
                                      const c10::optional<at::Generator>& generator);
 
+// The label dtype check of every op: bool or an integer dtype (`op` names
+// the operator in the message).
+void check_label_dtype(const at::Tensor& labels, const char* op);
+
 // A generator given for a call must live on the labels' device (type and
 // index). Called by the backends that draw from generators.
 void check_generator_device(const c10::optional<at::Generator>& generator,

@@ -15,24 +15,6 @@
 namespace syncfree {
 namespace ops {
 
-namespace {
-
-bool is_label_dtype(at::ScalarType t) {
-  switch (t) {
-    case at::kBool:
-    case at::kByte:
-    case at::kChar:
-    case at::kShort:
-    case at::kInt:
-    case at::kLong:
-      return true;
-    default:
-      return false;
-  }
-}
-
-}  // namespace
-
 void check_stratified_args(const at::Tensor& labels, int64_t num_samples,
                            const at::Tensor& class_quota, const c10::optional<int64_t>& seed,
                            const c10::optional<at::Generator>& generator) {
@@ -40,10 +22,7 @@ void check_stratified_args(const at::Tensor& labels, int64_t num_samples,
   TORCH_CHECK(labels.dim() >= 1,
               "syncfree.stratified_sample: labels must have at least 1 dimension (shape [..., N]), "
               "got a 0-dim tensor");
-  TORCH_CHECK(is_label_dtype(labels.scalar_type()),
-              "syncfree.stratified_sample: labels must be bool or an integer tensor (uint8, int8, "
-              "int16, int32, int64), got dtype ",
-              labels.scalar_type());
+  check_label_dtype(labels, "stratified_sample");
   TORCH_CHECK(num_samples >= 0, "syncfree.stratified_sample: num_samples must be >= 0, got ",
               num_samples);
   TORCH_CHECK(class_quota.defined(),
