@@ -139,18 +139,6 @@ __device__ void compact_block(const T* __restrict__ row, int64_t len, int64_t ne
   *num_neg = neg_total;
 }
 
-// The call's seed and offset: from the arguments, or (inside a CUDA graph)
-// read on the device.
-__device__ void set_random(const RandomSource& random, core::SampleParams* params) {
-  if (random.seed_ptr != nullptr) {
-    params->seed = static_cast<uint64_t>(*random.seed_ptr);
-    params->offset = static_cast<uint64_t>(*random.offset_ptr) + random.offset_extra;
-  } else {
-    params->seed = random.seed;
-    params->offset = random.offset;
-  }
-}
-
 // Index held by slot s of a row (-1 when the slot is invalid), with the
 // row's three permutations evaluated by `Perm` (see core::pick_slot).
 template <typename Perm>

@@ -53,6 +53,21 @@ struct RandomSource {
   uint64_t offset_extra = 0;
 };
 
+#ifdef __CUDACC__
+// The call's seed and offset into params (any params struct with seed and
+// offset): from the arguments, or (inside a CUDA graph) read on the device.
+template <typename Params>
+__device__ void set_random(const RandomSource& random, Params* params) {
+  if (random.seed_ptr != nullptr) {
+    params->seed = static_cast<uint64_t>(*random.seed_ptr);
+    params->offset = static_cast<uint64_t>(*random.offset_ptr) + random.offset_extra;
+  } else {
+    params->seed = random.seed;
+    params->offset = random.offset;
+  }
+}
+#endif
+
 // Rows of at most kOneLaunchMaxN labels (their compaction fits in 32 KB of
 // shared memory) and at most kOneLaunchMaxK slots (one block of up to 512
 // threads fills them) are sampled in one launch, without workspace.

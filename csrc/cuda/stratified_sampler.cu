@@ -63,18 +63,6 @@ Layout layout(void* workspace, int64_t rows, int64_t n, int64_t num_classes) {
   return l;
 }
 
-// The call's seed and offset: from the arguments, or (inside a CUDA graph)
-// read on the device.
-__device__ void set_random(const RandomSource& random, core::StratifiedParams* params) {
-  if (random.seed_ptr != nullptr) {
-    params->seed = static_cast<uint64_t>(*random.seed_ptr);
-    params->offset = static_cast<uint64_t>(*random.offset_ptr) + random.offset_extra;
-  } else {
-    params->seed = random.seed;
-    params->offset = random.offset;
-  }
-}
-
 // Step 1: block b counts the labels of tile b % tiles of row b / tiles per
 // class into counts[row] (labels of no class are not counted). With
 // use_shared, a block histogram of num_classes 32-bit counters in dynamic

@@ -84,45 +84,47 @@ void check_generator_device(const c10::optional<at::Generator>& generator,
               ", got a generator on ", gen_device);
 }
 
-void check_gather_args(const at::Tensor& features, const at::Tensor& labels) {
-  TORCH_CHECK(features.defined(),
-              "syncfree.balanced_sample_gather: features must be a defined tensor");
-  TORCH_CHECK(labels.defined() && labels.dim() >= 1,
-              "syncfree.balanced_sample_gather: labels must have at least 1 dimension "
-              "(shape [..., N])");
+void check_gather_args(const char* op, const at::Tensor& features, const at::Tensor& labels) {
+  TORCH_CHECK(features.defined(), "syncfree.", op, ": features must be a defined tensor");
+  TORCH_CHECK(labels.defined() && labels.dim() >= 1, "syncfree.", op,
+              ": labels must have at least 1 dimension (shape [..., N])");
   const int64_t L = labels.dim();
   bool shape_ok = features.dim() >= L;
   for (int64_t d = 0; shape_ok && d < L; ++d)
     shape_ok = features.sym_size(d) == labels.sym_size(d);
-  TORCH_CHECK(shape_ok,
-              "syncfree.balanced_sample_gather: features must have shape [..., N, *F] whose "
-              "leading dimensions equal labels' shape ",
+  TORCH_CHECK(shape_ok, "syncfree.", op,
+              ": features must have shape [..., N, *F] whose leading dimensions equal labels' "
+              "shape ",
               labels.sym_sizes(), ", got features of shape ", features.sym_sizes());
-  TORCH_CHECK(features.device() == labels.device(),
-              "syncfree.balanced_sample_gather: features and labels must be on the same device, "
-              "got features on ",
+  TORCH_CHECK(features.device() == labels.device(), "syncfree.", op,
+              ": features and labels must be on the same device, got features on ",
               features.device(), " and labels on ", labels.device());
 }
 
-void check_gather_sampled_args(const at::Tensor& features, const at::Tensor& labels,
-                               const at::Tensor& indices, const at::Tensor& valid) {
-  check_gather_args(features, labels);
-  TORCH_CHECK(indices.defined() && valid.defined(),
-              "syncfree._gather_sampled: indices and valid must be defined tensors");
-  check_label_dtype(labels, "_gather_sampled");
+void check_sample_args_of_gather(const char* op, const at::Tensor& labels,
+                                 const at::Tensor& indices, const at::Tensor& valid) {
+  TORCH_CHECK(indices.defined() && valid.defined(), "syncfree.", op,
+              ": indices and valid must be defined tensors");
   TORCH_CHECK(indices.scalar_type() == at::kLong && valid.scalar_type() == at::kBool,
-              "syncfree._gather_sampled: indices must be int64 and valid bool, got ",
+              "syncfree.", op, ": indices must be int64 and valid bool, got ",
               indices.scalar_type(), " and ", valid.scalar_type());
   const size_t lead = static_cast<size_t>(labels.dim() - 1);
   TORCH_CHECK(indices.dim() == labels.dim() && valid.sym_sizes() == indices.sym_sizes() &&
                   indices.sym_sizes().slice(0, lead) == labels.sym_sizes().slice(0, lead),
-              "syncfree._gather_sampled: indices and valid must have shape labels.shape[:-1] + "
-              "[K], got ",
-              indices.sym_sizes(), " and ", valid.sym_sizes(), " for labels ",
+              "syncfree.", op,
+              ": indices and valid must have shape labels.shape[:-1] + [K], got ",
+              indices.sym_sizes(), " and ", valid.sym_sizes(), " for labels of shape ",
               labels.sym_sizes());
   TORCH_CHECK(indices.device() == labels.device() && valid.device() == labels.device(),
-              "syncfree._gather_sampled: all tensors must be on the labels' device ",
-              labels.device());
+              "syncfree.", op, ": indices and valid must be on the labels' device ",
+              labels.device(), ", got ", indices.device(), " and ", valid.device());
+}
+
+void check_gather_sampled_args(const at::Tensor& features, const at::Tensor& labels,
+                               const at::Tensor& indices, const at::Tensor& valid) {
+  check_gather_args("balanced_sample_gather", features, labels);
+  check_label_dtype(labels, "_gather_sampled");
+  check_sample_args_of_gather("_gather_sampled", labels, indices, valid);
 }
 
 GatherShape gather_shape(const at::Tensor& features, const at::Tensor& labels,
@@ -300,7 +302,7 @@ GatherResult sample_then_gather(const at::Tensor& features, const at::Tensor& la
                                 int64_t negative_label, bool fill_positives,
                                 c10::optional<int64_t> seed,
                                 c10::optional<at::Generator> generator) {
-  check_gather_args(features, labels);
+  check_gather_args("balanced_sample_gather", features, labels);
   GatherResult r;
   std::tie(r.indices, r.valid) =
       call_balanced_sample(labels, num_samples, positive_fraction, negative_label,

@@ -28,12 +28,17 @@ void check_label_dtype(const at::Tensor& labels, const char* op);
 void check_generator_device(const c10::optional<at::Generator>& generator,
                             const at::Device& device);
 
-// features [..., N, *F] and labels [..., N] of balanced_sample_gather: shapes
-// that agree, one device.
-void check_gather_args(const at::Tensor& features, const at::Tensor& labels);
+// features [..., N, *F] and labels [..., N] of every gather: shapes that
+// agree, one device (`op` names the operator in the messages).
+void check_gather_args(const char* op, const at::Tensor& features, const at::Tensor& labels);
 
-// The arguments of _gather_sampled: check_gather_args, then indices int64 and
-// valid bool, both of shape labels.shape[:-1] + [K], on the labels' device.
+// The sample a gather is given: indices int64 and valid bool, both defined,
+// of shape labels.shape[:-1] + [K], on the labels' device.
+void check_sample_args_of_gather(const char* op, const at::Tensor& labels,
+                                 const at::Tensor& indices, const at::Tensor& valid);
+
+// The arguments of _gather_sampled: check_gather_args, the label dtype, then
+// check_sample_args_of_gather.
 void check_gather_sampled_args(const at::Tensor& features, const at::Tensor& labels,
                                const at::Tensor& indices, const at::Tensor& valid);
 

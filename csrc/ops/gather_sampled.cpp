@@ -14,42 +14,10 @@
 namespace syncfree {
 namespace ops {
 
-void check_features_and_labels(const char* op, const at::Tensor& features,
-                               const at::Tensor& labels) {
-  TORCH_CHECK(features.defined(), "syncfree.", op, ": features must be a defined tensor");
-  TORCH_CHECK(labels.defined() && labels.dim() >= 1, "syncfree.", op,
-              ": labels must have at least 1 dimension (shape [..., N])");
-  const int64_t L = labels.dim();
-  bool shape_ok = features.dim() >= L;
-  for (int64_t d = 0; shape_ok && d < L; ++d)
-    shape_ok = features.sym_size(d) == labels.sym_size(d);
-  TORCH_CHECK(shape_ok, "syncfree.", op,
-              ": features must have shape [..., N, *F] whose leading dimensions equal labels' "
-              "shape ",
-              labels.sym_sizes(), ", got features of shape ", features.sym_sizes());
-  TORCH_CHECK(features.device() == labels.device(), "syncfree.", op,
-              ": features and labels must be on the same device, got features on ",
-              features.device(), " and labels on ", labels.device());
-}
-
 void check_public_gather_args(const at::Tensor& features, const at::Tensor& labels,
                               const at::Tensor& indices, const at::Tensor& valid) {
-  check_features_and_labels("gather_sampled", features, labels);
-  TORCH_CHECK(indices.defined() && valid.defined(),
-              "syncfree.gather_sampled: indices and valid must be defined tensors");
-  TORCH_CHECK(indices.scalar_type() == at::kLong && valid.scalar_type() == at::kBool,
-              "syncfree.gather_sampled: indices must be int64 and valid bool, got ",
-              indices.scalar_type(), " and ", valid.scalar_type());
-  const size_t lead = static_cast<size_t>(labels.dim() - 1);
-  TORCH_CHECK(indices.dim() == labels.dim() && valid.sym_sizes() == indices.sym_sizes() &&
-                  indices.sym_sizes().slice(0, lead) == labels.sym_sizes().slice(0, lead),
-              "syncfree.gather_sampled: indices and valid must have shape labels.shape[:-1] + "
-              "[K], got ",
-              indices.sym_sizes(), " and ", valid.sym_sizes(), " for labels of shape ",
-              labels.sym_sizes());
-  TORCH_CHECK(indices.device() == labels.device() && valid.device() == labels.device(),
-              "syncfree.gather_sampled: indices and valid must be on the labels' device ",
-              labels.device(), ", got ", indices.device(), " and ", valid.device());
+  check_gather_args("gather_sampled", features, labels);
+  check_sample_args_of_gather("gather_sampled", labels, indices, valid);
 }
 
 namespace {

@@ -108,7 +108,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> stratified_sample_gather_composit
     const at::Tensor& features, const at::Tensor& labels, int64_t num_samples,
     const at::Tensor& class_quota, bool fill, c10::optional<int64_t> seed,
     c10::optional<at::Generator> generator) {
-  check_features_and_labels("stratified_sample_gather", features, labels);
+  check_gather_args("stratified_sample_gather", features, labels);
   at::Tensor indices, valid;
   std::tie(indices, valid) = call_stratified_sample(labels, num_samples, class_quota, fill,
                                                     std::move(seed), std::move(generator));

@@ -27,13 +27,8 @@ void check_stratified_args(const at::Tensor& labels, int64_t num_samples,
 // <= num_samples, at least one class.
 void check_host_quota(c10::ArrayRef<int64_t> class_quota, int64_t num_samples);
 
-// features [..., N, *F] and labels [..., N] of a gather: shapes that agree,
-// one device (`op` names the operator in the messages).
-void check_features_and_labels(const char* op, const at::Tensor& features,
-                               const at::Tensor& labels);
-
-// The arguments of the public gather_sampled: the above, then indices int64
-// and valid bool of shape labels.shape[:-1] + [K] on the labels' device.
+// The arguments of the public gather_sampled: check_gather_args, then
+// check_sample_args_of_gather (ops/balanced_sample.h).
 void check_public_gather_args(const at::Tensor& features, const at::Tensor& labels,
                               const at::Tensor& indices, const at::Tensor& valid);
 
