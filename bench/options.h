@@ -1,0 +1,33 @@
+// What a benchmark run measures: the workload's fixed feature width and the
+// options of the command line (parsed in syncfree_bench.cpp, which documents
+// them).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace syncfree {
+namespace bench {
+
+// Features are [.., N, kFeatureDim] float32.
+constexpr int64_t kFeatureDim = 16;
+
+struct Options {
+  std::string device = "cpu";
+  std::vector<int64_t> sizes;
+  std::vector<int64_t> batch_sizes;
+  int64_t batch = 32;
+  double min_time = 0.5;
+  int64_t max_iters = 1000;
+  int64_t warmup = 3;
+  int threads = 0;
+  std::vector<std::string> impls = {"naive", "topk", "syncfree"};
+  std::string json, csv;
+  bool malloc_defaults = false;
+  bool busy = false;  // --busy-core: one process spinning on a CPU while measuring
+  int busy_cpu = -1;  // --busy-core=CPU: pinned to that CPU; -1: not pinned
+};
+
+}  // namespace bench
+}  // namespace syncfree
