@@ -59,7 +59,7 @@ std::tuple<at::Tensor, at::Tensor> stratified_sample_cuda(const at::Tensor& labe
   args.indices = indices.data_ptr<int64_t>();
   args.valid = valid.data_ptr<bool>();
   const at::Tensor workspace = call.workspace(labels, cuda::stratified_workspace_bytes(args));
-  args.workspace = workspace.data_ptr();
+  if (workspace.defined()) args.workspace = workspace.data_ptr();
   args.random = call.draw();
   call.check_launch(cuda::launch_stratified_sample(args, call.stream));
   return {indices, valid};

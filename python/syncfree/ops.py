@@ -45,7 +45,9 @@ def _check_int(op: str, name: str, value, optional: bool = False) -> None:
 
 
 def _check_float(op: str, name: str, value) -> None:
-    if isinstance(value, (bool, torch.Tensor)) or not isinstance(value, (int, float, torch.SymInt, torch.SymFloat)):
+    if isinstance(value, (bool, torch.Tensor)) or not (
+        isinstance(value, (int, float, torch.SymInt, torch.SymFloat)) or hasattr(value, "__float__")
+    ):
         raise TypeError(f"syncfree.{op}: {name} must be a float, got {type(value).__name__}")
 
 
