@@ -215,7 +215,7 @@ inline void fill_row_slots(const RowPlan& plan, const CompactRow& row, int64_t b
 // compaction, prefix sums, slots. The reference the CPU and CUDA backends are
 // tested against, and what the fuzzer drives.
 template <typename T>
-void sample_rows_serial(const T* labels, int64_t rows, int64_t n, const SampleParams& p,
+void sample_rows_serial(const T* labels, int64_t rows, int64_t n, const BalancedParams& p,
                         int64_t* indices, bool* valid) {
   const int64_t k = p.num_samples;
   const int64_t chunks = num_chunks(n);

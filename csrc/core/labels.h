@@ -3,6 +3,8 @@
 //   label == negative_label -> negative
 //   any other label         -> positive
 // bool labels: true is positive, false negative (negative_label is unused).
+// Unsigned labels are never < 0: none is ignored, and they compare as
+// unsigned (a uint64 label of 2^63 or more is a positive).
 // negative_label must be >= 0 (checked by the operator).
 #pragma once
 
@@ -19,6 +21,9 @@ SYNCFREE_HD void classify(T label, int64_t negative_label, bool* positive, bool*
   if constexpr (std::is_same<T, bool>::value) {
     *positive = label;
     *negative = !label;
+  } else if constexpr (std::is_unsigned<T>::value) {
+    *negative = static_cast<uint64_t>(label) == static_cast<uint64_t>(negative_label);
+    *positive = !*negative;
   } else {
     const int64_t v = static_cast<int64_t>(label);
     *negative = v == negative_label;

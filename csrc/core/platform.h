@@ -4,6 +4,9 @@
 // header, takes plain integers and raw pointers, and compiles both as C++17
 // and under nvcc, so that the CPU and CUDA kernels run the very same
 // arithmetic and therefore return bit-identical samples for the same seed.
+// A new op's rule goes here (csrc/core/<rule>.h, its tests in
+// tests/cpp/test_core.cpp); the torch layer is csrc/ops, the backends
+// csrc/cpu and csrc/cuda (csrc/README.md lists the tree).
 #pragma once
 
 #if defined(__CUDACC__) || defined(__HIPCC__)

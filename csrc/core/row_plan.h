@@ -24,8 +24,8 @@
 namespace syncfree {
 namespace core {
 
-// Options of one call, shared by every row.
-struct SampleParams {
+// Options of one balanced_sample call, shared by every row.
+struct BalancedParams {
   int64_t num_samples = 0;
   double positive_fraction = 0.5;
   int64_t negative_label = 0;
@@ -44,7 +44,7 @@ struct RowPlan {
   Permutation negatives;
 };
 
-SYNCFREE_HD RowPlan make_row_plan(const SampleParams& p, int64_t row, int64_t num_positive,
+SYNCFREE_HD RowPlan make_row_plan(const BalancedParams& p, int64_t row, int64_t num_positive,
                                   int64_t num_negative) {
   RowPlan plan;
   plan.quota = balanced_quota(num_positive, num_negative, p.num_samples, p.positive_fraction,

@@ -59,7 +59,9 @@ struct StratifiedParams {
   uint64_t offset = 0;
 };
 
-// Class of a label: c in [0, num_classes), or -1 (never sampled).
+// Class of a label: c in [0, num_classes), or -1 (never sampled). A uint64
+// label of 2^63 or more wraps to a negative v here: of no class, as it is
+// >= num_classes anyway.
 template <typename T>
 SYNCFREE_HD int64_t stratum_of(T label, int64_t num_classes) {
   int64_t v;

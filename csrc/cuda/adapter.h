@@ -1,16 +1,21 @@
-// What the torch CUDA adapters of every op share: the label dtype as the
-// framework-free kernels name it, the generator a call draws from, and the
-// graph-safe draw of (seed, offset). Included by the adapters only.
+// What the torch CUDA adapters (<op>_cuda.cu) of every op share: the label
+// dtype as the framework-free kernels name it, the generator a call draws
+// from, the graph-safe draw of (seed, offset), and the set-up and launch of a
+// sampler's call (SamplerCall). Included by the adapters only; depends on no
+// op's header.
 #pragma once
 
 #include <ATen/ATen.h>
 #include <ATen/cuda/CUDAGeneratorImpl.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
 #include <mutex>
 
-#include "cuda/balanced_sampler.h"  // LabelType, RandomSource
-#include "ops/balanced_sample.h"    // check_generator_device
+#include "cuda/common.h"  // LabelType, RandomSource
+#include "ops/common.h"   // check_generator_device
 
 namespace syncfree {
 namespace ops {
@@ -26,18 +31,22 @@ inline cuda::LabelType label_type(at::ScalarType t) {
     case at::kChar: return cuda::LabelType::kInt8;
     case at::kShort: return cuda::LabelType::kInt16;
     case at::kInt: return cuda::LabelType::kInt32;
+    case at::kUInt16: return cuda::LabelType::kUInt16;
+    case at::kUInt32: return cuda::LabelType::kUInt32;
+    case at::kUInt64: return cuda::LabelType::kUInt64;
     default: break;
   }
-  // The argument checks reject other dtypes first.
+  // The argument checks (ops::check_labels) reject other dtypes first.
   TORCH_CHECK(t == at::kLong, "syncfree: unsupported label dtype ", t);
   return cuda::LabelType::kInt64;
 }
 
 // The CUDA generator a call draws from (the given one or the device's
 // default), after checking it: draws nothing.
-inline at::CUDAGeneratorImpl* call_generator(const c10::optional<at::Generator>& generator,
+inline at::CUDAGeneratorImpl* call_generator(const char* op,
+                                             const c10::optional<at::Generator>& generator,
                                              const at::Device& device) {
-  check_generator_device(generator, device);
+  check_generator_device(op, generator, device);
   return at::get_generator_or_default<at::CUDAGeneratorImpl>(
       generator, at::cuda::detail::getDefaultCUDAGenerator(device.index()));
 }
@@ -83,6 +92,62 @@ inline cuda::RandomSource draw_random(const char* op, const c10::optional<int64_
   }
   return src;
 }
+
+// The set-up and launch that every sampler's CUDA kernel shares, in the
+// order that keeps a rejected call from touching the generator: after the
+// op's argument checks, construct it (device guard, the generator checked but
+// not drawn from, the stream, the shape); check the op's shape limits;
+// allocate the outputs and the workspace; then draw() once and launch.
+class SamplerCall {
+ public:
+  SamplerCall(const char* op, const at::Tensor& labels, const c10::optional<int64_t>& seed,
+              const c10::optional<at::Generator>& generator)
+      : op_(op),
+        guard_(labels.device()),
+        seed_(seed),
+        gen_(seed.has_value() ? nullptr : call_generator(op, generator, labels.device())),
+        explicit_generator_(generator.has_value() && generator->defined()),
+        stream(c10::cuda::getCurrentCUDAStream().stream()),
+        rows(num_rows(labels).expect_int()),
+        n(labels.size(-1)) {}
+
+  // Labels as the kernels read them: [rows, n], contiguous (one copy when
+  // strided).
+  at::Tensor flat_labels(const at::Tensor& labels) const {
+    return labels.reshape({rows, n}).contiguous();
+  }
+
+  // The kernels' workspace: `bytes` bytes on the labels' device from the
+  // caching allocator (none when bytes == 0).
+  at::Tensor workspace(const at::Tensor& labels, size_t bytes) const {
+    if (bytes == 0) return at::Tensor();
+    return allocate_workspace(op_, labels_subject(labels), bytes, labels);
+  }
+
+  // (seed, offset) of the call: once, after every check and allocation.
+  cuda::RandomSource draw() const {
+    return draw_random(op_, seed_, gen_, explicit_generator_, stream);
+  }
+
+  // The status of the launch that returned `err`.
+  void check_launch(cudaError_t err) const {
+    TORCH_CHECK(err == cudaSuccess, "syncfree.", op_, ": CUDA launch failed: ",
+                cudaGetErrorString(err));
+    C10_CUDA_KERNEL_LAUNCH_CHECK();
+  }
+
+ private:
+  const char* op_;
+  c10::cuda::CUDAGuard guard_;
+  c10::optional<int64_t> seed_;
+  at::CUDAGeneratorImpl* gen_;
+  bool explicit_generator_;
+
+ public:
+  const cudaStream_t stream;
+  const int64_t rows;
+  const int64_t n;
+};
 
 }  // namespace ops
 }  // namespace syncfree

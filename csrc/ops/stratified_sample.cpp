@@ -1,87 +1,67 @@
-// stratified_sample: schemas (written once), argument checks, the Meta
-// kernel, stratified_sample_gather (sample, then the differentiable
-// gather_sampled) and the C++ API. The CPU kernel lives in
-// csrc/cpu/stratified_sample_cpu.cpp, the rule in csrc/core/stratified.h.
+// stratified_sample and stratified_sample_gather: schemas, argument checks,
+// the Meta kernel, stratified_sample_gather (sample, then the differentiable
+// gather_sampled), the internal check of host quotas and the C++ API. The
+// CPU and CUDA kernels live in cpu/stratified_sample_cpu.cpp and
+// cuda/stratified_sample_cuda.cu, the rule in core/stratified.h.
 #include "ops/stratified_sample.h"
 
-#include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
-#include <limits>
+#include <string>
 
-#include "ops/balanced_sample.h"
+#include "ops/common.h"
+#include "ops/gather_sampled.h"
 #include "syncfree/syncfree.h"
 
 namespace syncfree {
 namespace ops {
 
-void check_stratified_args(const at::Tensor& labels, int64_t num_samples,
-                           const at::Tensor& class_quota, const c10::optional<int64_t>& seed,
-                           const c10::optional<at::Generator>& generator) {
-  TORCH_CHECK(labels.defined(), "syncfree.stratified_sample: labels must be a defined tensor");
-  TORCH_CHECK(labels.dim() >= 1,
-              "syncfree.stratified_sample: labels must have at least 1 dimension (shape [..., N]), "
-              "got a 0-dim tensor");
-  check_label_dtype(labels, "stratified_sample");
-  TORCH_CHECK(num_samples >= 0, "syncfree.stratified_sample: num_samples must be >= 0, got ",
-              num_samples);
-  TORCH_CHECK(class_quota.defined(),
-              "syncfree.stratified_sample: class_quota must be a defined int64 tensor");
-  TORCH_CHECK(class_quota.scalar_type() == at::kLong,
-              "syncfree.stratified_sample: class_quota must be an int64 tensor, got dtype ",
-              class_quota.scalar_type());
-  TORCH_CHECK(class_quota.device() == labels.device(),
-              "syncfree.stratified_sample: class_quota must be on the labels' device ",
-              labels.device(), ", got a tensor on ", class_quota.device());
+void check_stratified_sample_args(const char* op, const at::Tensor& labels, int64_t num_samples,
+                                  const at::Tensor& class_quota,
+                                  const c10::optional<int64_t>& seed,
+                                  const c10::optional<at::Generator>& generator) {
+  check_labels(op, labels);
+  check_num_samples(op, labels, num_samples);
+  TORCH_CHECK(class_quota.defined(), "syncfree.", op,
+              ": class_quota must be a defined int64 tensor");
+  TORCH_CHECK(class_quota.scalar_type() == at::kLong, "syncfree.", op,
+              ": class_quota must be an int64 tensor, got dtype ", class_quota.scalar_type());
+  TORCH_CHECK(class_quota.device() == labels.device(), "syncfree.", op,
+              ": class_quota must be on the labels' device ", labels.device(),
+              ", got a tensor on ", class_quota.device());
   const size_t lead = static_cast<size_t>(labels.dim() - 1);
   const bool shape_ok =
       class_quota.dim() == 1 ||
       (class_quota.dim() == labels.dim() &&
        class_quota.sym_sizes().slice(0, lead) == labels.sym_sizes().slice(0, lead));
-  TORCH_CHECK(shape_ok,
-              "syncfree.stratified_sample: class_quota must have shape [C] or labels.shape[:-1] + "
-              "[C] (one quota row per row of labels), got shape ",
+  TORCH_CHECK(shape_ok, "syncfree.", op,
+              ": class_quota must have shape [C] or labels.shape[:-1] + [C] (one quota row per "
+              "row of labels), got shape ",
               class_quota.sym_sizes(), " for labels of shape ", labels.sym_sizes());
-  TORCH_CHECK(class_quota.dim() >= 1 && class_quota.sym_size(-1) >= 1,
-              "syncfree.stratified_sample: class_quota must hold at least one class (C >= 1), "
-              "got shape ",
+  TORCH_CHECK(class_quota.dim() >= 1 && class_quota.sym_size(-1) >= 1, "syncfree.", op,
+              ": class_quota must hold at least one class (C >= 1), got shape ",
               class_quota.sym_sizes());
-  TORCH_CHECK(!(seed.has_value() && generator.has_value() && generator->defined()),
-              "syncfree.stratified_sample: seed and generator are mutually exclusive, got both");
-  const c10::optional<int64_t> rows = num_rows(labels).maybe_as_int();
-  TORCH_CHECK(num_samples == 0 || !rows.has_value() ||
-                  *rows <= std::numeric_limits<int64_t>::max() / num_samples,
-              "syncfree.stratified_sample: the output would have ", *rows, " x ", num_samples,
-              " elements, more than int64 can index");
+  check_seed_or_generator(op, seed, generator);
 }
 
-void check_host_quota(c10::ArrayRef<int64_t> class_quota, int64_t num_samples) {
-  TORCH_CHECK(num_samples >= 0, "syncfree.stratified_sample: num_samples must be >= 0, got ",
+void check_class_quota_values(const char* op, c10::ArrayRef<int64_t> class_quota,
+                              int64_t num_samples) {
+  TORCH_CHECK(num_samples >= 0, "syncfree.", op, ": num_samples must be >= 0, got ",
               num_samples);
-  TORCH_CHECK(!class_quota.empty(),
-              "syncfree.stratified_sample: class_quota must hold at least one class (C >= 1), "
-              "got an empty sequence");
+  TORCH_CHECK_VALUE(!class_quota.empty(), "syncfree.", op,
+              ": class_quota must hold at least one class (C >= 1), got an empty sequence");
   int64_t sum = 0;
   for (size_t c = 0; c < class_quota.size(); ++c) {
-    TORCH_CHECK(class_quota[c] >= 0, "syncfree.stratified_sample: class_quota[", c,
+    TORCH_CHECK_VALUE(class_quota[c] >= 0, "syncfree.", op, ": class_quota[", c,
                 "] must be >= 0, got ", class_quota[c]);
-    TORCH_CHECK(class_quota[c] <= num_samples - sum,
-                "syncfree.stratified_sample: the sum of class_quota must be <= num_samples (",
-                num_samples, "), got class_quota ", class_quota);
+    TORCH_CHECK_VALUE(class_quota[c] <= num_samples - sum, "syncfree.", op,
+                ": the sum of class_quota must be <= num_samples (", num_samples,
+                "), got class_quota ", class_quota);
     sum += class_quota[c];
   }
 }
 
 namespace {
-
-std::tuple<at::Tensor, at::Tensor> stratified_sample_meta(const at::Tensor& labels,
-                                                          int64_t num_samples,
-                                                          const at::Tensor& class_quota,
-                                                          bool fill, c10::optional<int64_t> seed,
-                                                          c10::optional<at::Generator> generator) {
-  check_stratified_args(labels, num_samples, class_quota, seed, generator);
-  return empty_sample_outputs(labels, num_samples);
-}
 
 using StratifiedFn = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, int64_t,
                                                         const at::Tensor&, bool,
@@ -90,41 +70,65 @@ using StratifiedFn = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, int64
 using StratifiedGatherFn = std::tuple<at::Tensor, at::Tensor, at::Tensor>(
     const at::Tensor&, const at::Tensor&, int64_t, const at::Tensor&, bool,
     c10::optional<int64_t>, c10::optional<at::Generator>);
-using GatherFn = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, const at::Tensor&,
-                                                    const at::Tensor&, const at::Tensor&);
+
+std::tuple<at::Tensor, at::Tensor> stratified_sample_meta(const at::Tensor& labels,
+                                                          int64_t num_samples,
+                                                          const at::Tensor& class_quota,
+                                                          bool fill, c10::optional<int64_t> seed,
+                                                          c10::optional<at::Generator> generator) {
+  check_stratified_sample_args("stratified_sample", labels, num_samples, class_quota, seed,
+                               generator);
+  return empty_sample_outputs("stratified_sample", labels, num_samples);
+}
 
 std::tuple<at::Tensor, at::Tensor> call_stratified_sample(
     const at::Tensor& labels, int64_t num_samples, const at::Tensor& class_quota, bool fill,
     c10::optional<int64_t> seed, c10::optional<at::Generator> generator) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("syncfree::stratified_sample", "")
-                       .typed<StratifiedFn>();
+  static auto op = find_op<StratifiedFn>("syncfree::stratified_sample");
   return op.call(labels, num_samples, class_quota, fill, std::move(seed), std::move(generator));
 }
 
 // stratified_sample, then the differentiable gather_sampled: autograd comes
-// from gather_sampled's own Autograd kernel.
+// from gather_sampled's own Autograd kernel. Every argument is checked here
+// first, so that the errors name stratified_sample_gather.
 std::tuple<at::Tensor, at::Tensor, at::Tensor> stratified_sample_gather_composite(
     const at::Tensor& features, const at::Tensor& labels, int64_t num_samples,
     const at::Tensor& class_quota, bool fill, c10::optional<int64_t> seed,
     c10::optional<at::Generator> generator) {
-  check_gather_args("stratified_sample_gather", features, labels);
+  constexpr const char* op = "stratified_sample_gather";
+  check_gather_inputs(op, features, labels);
+  check_stratified_sample_args(op, labels, num_samples, class_quota, seed, generator);
+  if (!labels.is_meta()) check_generator_device(op, generator, labels.device());
   at::Tensor indices, valid;
-  std::tie(indices, valid) = call_stratified_sample(labels, num_samples, class_quota, fill,
-                                                    std::move(seed), std::move(generator));
-  static auto gather = c10::Dispatcher::singleton()
-                           .findSchemaOrThrow("syncfree::gather_sampled", "")
-                           .typed<GatherFn>();
+  std::tie(indices, valid) = on_behalf_of(op, "stratified_sample", [&] {
+    return call_stratified_sample(labels, num_samples, class_quota, fill, std::move(seed),
+                                  std::move(generator));
+  });
   at::Tensor out_features, out_labels;
-  std::tie(out_features, out_labels) = gather.call(features, labels, indices, valid);
+  std::tie(out_features, out_labels) = call_gather_sampled(features, labels, indices, valid);
   return {out_features, out_labels, valid};
 }
 
-at::Tensor host_quota_tensor(c10::ArrayRef<int64_t> class_quota, int64_t num_samples,
-                             const at::Tensor& labels) {
-  check_host_quota(class_quota, num_samples);
+// The internal _check_class_quota: the Python wrappers' check of quotas given
+// as a list (the C++ API's vector overloads call check_class_quota_values).
+void check_class_quota_op(c10::string_view op, c10::ArrayRef<int64_t> class_quota,
+                          int64_t num_samples) {
+  const std::string name(op);
+  TORCH_CHECK(name == "stratified_sample" || name == "stratified_sample_gather",
+              "syncfree._check_class_quota: op must be stratified_sample or "
+              "stratified_sample_gather, got ",
+              name);
+  check_class_quota_values(name.c_str(), class_quota, num_samples);
+}
+
+// Host quotas as the op takes them: checked, then an int64 tensor on the
+// labels' device (from pinned memory the copy to a GPU is asynchronous: no
+// wait for the device).
+at::Tensor host_quota_tensor(const char* op, c10::ArrayRef<int64_t> class_quota,
+                             int64_t num_samples, const at::Tensor& labels) {
+  TORCH_CHECK(labels.defined(), "syncfree.", op, ": labels must be a defined tensor");
+  check_class_quota_values(op, class_quota, num_samples);
   at::Tensor quota = at::tensor(class_quota, at::TensorOptions().dtype(at::kLong));
-  // From pinned memory the copy to a GPU is asynchronous: no wait for the device.
   if (labels.is_cuda()) quota = quota.pin_memory();
   return quota.to(labels.device(), /*non_blocking=*/true);
 }
@@ -144,26 +148,24 @@ std::tuple<at::Tensor, at::Tensor> stratified_sample(const at::Tensor& labels,
                                                      int64_t num_samples,
                                                      c10::ArrayRef<int64_t> class_quota,
                                                      const StratifiedOptions& o) {
-  TORCH_CHECK(labels.defined(), "syncfree.stratified_sample: labels must be a defined tensor");
-  return stratified_sample(labels, num_samples,
-                           ops::host_quota_tensor(class_quota, num_samples, labels), o);
+  return stratified_sample(
+      labels, num_samples,
+      ops::host_quota_tensor("stratified_sample", class_quota, num_samples, labels), o);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> stratified_sample_gather(
     const at::Tensor& features, const at::Tensor& labels, int64_t num_samples,
     const at::Tensor& class_quota, const StratifiedOptions& o) {
-  static auto op = c10::Dispatcher::singleton()
-                       .findSchemaOrThrow("syncfree::stratified_sample_gather", "")
-                       .typed<ops::StratifiedGatherFn>();
+  static auto op = ops::find_op<ops::StratifiedGatherFn>("syncfree::stratified_sample_gather");
   return op.call(features, labels, num_samples, class_quota, o.fill_, o.seed_, o.generator_);
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> stratified_sample_gather(
     const at::Tensor& features, const at::Tensor& labels, int64_t num_samples,
     c10::ArrayRef<int64_t> class_quota, const StratifiedOptions& o) {
-  TORCH_CHECK(labels.defined(), "syncfree.stratified_sample: labels must be a defined tensor");
-  return stratified_sample_gather(features, labels, num_samples,
-                                  ops::host_quota_tensor(class_quota, num_samples, labels), o);
+  return stratified_sample_gather(
+      features, labels, num_samples,
+      ops::host_quota_tensor("stratified_sample_gather", class_quota, num_samples, labels), o);
 }
 
 }  // namespace syncfree
@@ -179,20 +181,22 @@ TORCH_LIBRARY_FRAGMENT(syncfree, m) {
       "Tensor class_quota, *, bool fill=True, int? seed=None, Generator? generator=None) "
       "-> (Tensor sampled_features, Tensor sampled_labels, Tensor valid)",
       {at::Tag::nondeterministic_seeded});
-}
-
-TORCH_LIBRARY_IMPL(syncfree, CPU, m) {
-  m.impl("stratified_sample", TORCH_FN(syncfree::ops::stratified_sample_cpu));
+  // Internal: the check of quotas given as a list (Python wrappers). It
+  // returns nothing: CONSERVATIVE keeps TorchScript from removing the call.
+  m.def(torch::schema("_check_class_quota(str op, int[] class_quota, int num_samples) -> ()",
+                      c10::AliasAnalysisKind::CONSERVATIVE));
 }
 
 TORCH_LIBRARY_IMPL(syncfree, Meta, m) {
   m.impl("stratified_sample", TORCH_FN(syncfree::ops::stratified_sample_meta));
 }
 
-// Sample, then gather through the differentiable gather_sampled.
+// Sample, then gather through the differentiable gather_sampled. The quota
+// check takes no tensor: it runs wherever it is called (and while tracing).
 TORCH_LIBRARY_IMPL(syncfree, CompositeImplicitAutograd, m) {
   m.impl("stratified_sample_gather",
          TORCH_FN(syncfree::ops::stratified_sample_gather_composite));
+  m.impl("_check_class_quota", TORCH_FN(syncfree::ops::check_class_quota_op));
 }
 
 // No differentiable output: autograd passes straight through.

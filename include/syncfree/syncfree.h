@@ -20,7 +20,8 @@
 
 namespace syncfree {
 
-// Optional arguments, with the operators' defaults.
+// Optional arguments of balanced_sample and balanced_sample_gather, with the
+// operators' defaults (stratified_sample's are StratifiedOptions below).
 struct SampleOptions {
   // Fraction of the K slots meant for positives: target = floor(K * fraction).
   SampleOptions& positive_fraction(double v) {

@@ -10,15 +10,60 @@ from typing import List, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+# The wrappers check only what the C++ operators cannot see: Python types.
+# Through the dispatcher a bool passes as an int (True is 1) and as a float,
+# None passes as False for a bool, a Python int of more than 64 bits cannot
+# be converted, and a wrong type gets the dispatcher's generic message. Every
+# value check (ranges, shapes, dtypes, devices, quotas) is the operators' own
+# (csrc/ops), written once for Python, TorchScript and C++; the wrappers call
+# it (host quotas through the internal op _check_class_quota). TorchScript
+# checks the types itself: these checks are skipped there.
 
-def _check_python_types(op: str, tensors, fill_positives) -> None:
-    # The schema accepts None for a bool and an undefined tensor for a Tensor;
-    # name the argument instead of failing later or guessing.
-    for name, value in tensors:
-        if not isinstance(value, torch.Tensor):
-            raise TypeError(f"syncfree.{op}: {name} must be a torch.Tensor, got {type(value).__name__}")
-    if not isinstance(fill_positives, bool):
-        raise TypeError(f"syncfree.{op}: fill_positives must be a bool, got {type(fill_positives).__name__}")
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _check_tensor(op: str, name: str, value) -> None:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"syncfree.{op}: {name} must be a torch.Tensor, got {type(value).__name__}")
+
+
+def _check_bool(op: str, name: str, value) -> None:
+    if not isinstance(value, bool):
+        raise TypeError(f"syncfree.{op}: {name} must be a bool, got {type(value).__name__}")
+
+
+def _check_int(op: str, name: str, value, optional: bool = False) -> None:
+    if optional and value is None:
+        return
+    expected = "an int or None" if optional else "an int"
+    if isinstance(value, (bool, torch.Tensor)) or not (
+        isinstance(value, (int, torch.SymInt)) or hasattr(value, "__index__")
+    ):
+        raise TypeError(f"syncfree.{op}: {name} must be {expected}, got {type(value).__name__}")
+    if type(value) is int and not _INT64_MIN <= value <= _INT64_MAX:  # symbolic ints: traced as int64
+        raise OverflowError(f"syncfree.{op}: {name} must fit in int64 ([-2**63, 2**63 - 1]), got {value}")
+
+
+def _check_float(op: str, name: str, value) -> None:
+    if isinstance(value, (bool, torch.Tensor)) or not (
+        isinstance(value, (int, float, torch.SymInt, torch.SymFloat)) or hasattr(value, "__float__")
+    ):
+        raise TypeError(f"syncfree.{op}: {name} must be a float, got {type(value).__name__}")
+
+
+def _check_generator(op: str, generator) -> None:
+    if generator is not None and not isinstance(generator, torch.Generator):
+        raise TypeError(f"syncfree.{op}: generator must be a torch.Generator or None, got {type(generator).__name__}")
+
+
+def _check_balanced_types(op: str, num_samples, positive_fraction, negative_label, fill_positives, seed,
+                          generator) -> None:
+    _check_int(op, "num_samples", num_samples)
+    _check_float(op, "positive_fraction", positive_fraction)
+    _check_int(op, "negative_label", negative_label)
+    _check_bool(op, "fill_positives", fill_positives)
+    _check_int(op, "seed", seed, optional=True)
+    _check_generator(op, generator)
 
 
 def balanced_sample(
@@ -64,7 +109,9 @@ def balanced_sample(
         slots. No index appears twice in a row.
     """
     if not torch.jit.is_scripting():  # TorchScript checks the types itself
-        _check_python_types("balanced_sample", [("labels", labels)], fill_positives)
+        _check_tensor("balanced_sample", "labels", labels)
+        _check_balanced_types("balanced_sample", num_samples, positive_fraction, negative_label, fill_positives,
+                              seed, generator)
     return torch.ops.syncfree.balanced_sample(
         labels,
         num_samples,
@@ -103,8 +150,10 @@ def balanced_sample_gather(
         features and label -1. Gradients flow to ``features``.
     """
     if not torch.jit.is_scripting():
-        _check_python_types("balanced_sample_gather", [("features", features), ("labels", labels)],
-                            fill_positives)
+        _check_tensor("balanced_sample_gather", "features", features)
+        _check_tensor("balanced_sample_gather", "labels", labels)
+        _check_balanced_types("balanced_sample_gather", num_samples, positive_fraction, negative_label,
+                              fill_positives, seed, generator)
     return torch.ops.syncfree.balanced_sample_gather(
         features,
         labels,
@@ -117,48 +166,45 @@ def balanced_sample_gather(
     )
 
 
-def _check_quota_sequence(class_quota) -> List[int]:
-    # Python only: a sequence of ints (no bools, no floats) as a list.
+def _quota_list(op: str, class_quota) -> List[int]:
+    # Python types only: a sequence of ints (no bools, no floats) as a list.
     if isinstance(class_quota, (str, bytes)) or not hasattr(class_quota, "__len__"):
         raise TypeError(
-            "syncfree.stratified_sample: class_quota must be a sequence of ints or an int64 "
-            f"tensor, got {type(class_quota).__name__}"
+            f"syncfree.{op}: class_quota must be a sequence of ints or an int64 tensor, got {type(class_quota).__name__}"
         )
     values = []
     for c, q in enumerate(class_quota):
         if isinstance(q, (bool, float)) or not hasattr(q, "__index__"):
-            raise TypeError(f"syncfree.stratified_sample: class_quota[{c}] must be an int, got {type(q).__name__}")
+            raise TypeError(f"syncfree.{op}: class_quota[{c}] must be an int, got {type(q).__name__}")
         values.append(operator.index(q))
     return values
 
 
-def _quota_tensor(class_quota: Union[List[int], Tensor], num_samples: int, labels: Tensor) -> Tensor:
-    """class_quota as the operator takes it; host values checked first."""
+def _stratified_quota(
+    op: str, labels: Tensor, num_samples: int, class_quota: Union[List[int], Tensor], fill: bool,
+    seed: Optional[int], generator: Optional[torch.Generator],
+) -> Tensor:
+    """The common start of the stratified wrappers: Python types, then
+    class_quota as the operator takes it (a tensor as is: its values are data;
+    a list checked by the operator's own host check, then sent to labels'
+    device)."""
+    if not torch.jit.is_scripting():
+        _check_tensor(op, "labels", labels)
+        _check_int(op, "num_samples", num_samples)
+        _check_bool(op, "fill", fill)
+        _check_int(op, "seed", seed, optional=True)
+        _check_generator(op, generator)
+        if not isinstance(class_quota, torch.Tensor):
+            class_quota = _quota_list(op, class_quota)
     if isinstance(class_quota, torch.Tensor):
-        return class_quota  # data: checked by the operator for dtype, shape and device only
-    if len(class_quota) == 0:
-        raise ValueError(
-            "syncfree.stratified_sample: class_quota must hold at least one class (C >= 1), got an empty sequence"
-        )
-    total = 0
-    for c in range(len(class_quota)):
-        q = class_quota[c]
-        if q < 0:
-            raise ValueError(
-                "syncfree.stratified_sample: class_quota[" + str(c) + "] must be >= 0, got " + str(q)
-            )
-        total += q
-    if num_samples >= 0 and total > num_samples:  # num_samples < 0: the operator says so
-        raise ValueError(
-            "syncfree.stratified_sample: the sum of class_quota must be <= num_samples ("
-            + str(num_samples) + "), got " + str(total) + " for class_quota " + str(class_quota)
-        )
+        return class_quota
+    torch.ops.syncfree._check_class_quota(op, class_quota, num_samples)
     if not torch.jit.is_scripting():
         if labels.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
             # A captured copy reads its host buffer again at every replay.
             raise RuntimeError(
-                "syncfree.stratified_sample: class_quota must be an int64 tensor on the labels' "
-                "device during CUDA graph capture (made before the capture), got a Python sequence"
+                f"syncfree.{op}: class_quota must be an int64 tensor on the labels' device during CUDA graph "
+                "capture (made before the capture), got a Python sequence"
             )
     quota = torch.tensor(class_quota, dtype=torch.int64)
     if labels.device.type == "cuda":
@@ -186,7 +232,7 @@ def stratified_sample(
             ``>= C`` are never sampled (bool: ``False`` is class 0, ``True``
             class 1).
         num_samples: K >= 0, the number of output slots per row.
-        class_quota: the C quotas: a sequence of ints (checked here: every
+        class_quota: the C quotas: a sequence of ints (checked first: every
             quota >= 0 and their sum <= K; sent to ``labels``' device as an
             int64 tensor), or an int64 tensor ``[C]`` or ``[..., C]`` (one
             quota row per row of ``labels``) on ``labels``' device. Tensor
@@ -211,13 +257,7 @@ def stratified_sample(
         the other slots hold -1. ``valid`` (bool) marks the filled slots. No
         index appears twice in a row.
     """
-    if not torch.jit.is_scripting():
-        _check_python_types("stratified_sample", [("labels", labels)], True)
-        if not isinstance(fill, bool):
-            raise TypeError(f"syncfree.stratified_sample: fill must be a bool, got {type(fill).__name__}")
-        if not isinstance(class_quota, torch.Tensor):
-            class_quota = _check_quota_sequence(class_quota)
-    quota = _quota_tensor(class_quota, num_samples, labels)
+    quota = _stratified_quota("stratified_sample", labels, num_samples, class_quota, fill, seed, generator)
     return torch.ops.syncfree.stratified_sample(
         labels, num_samples, quota, fill=fill, seed=seed, generator=generator
     )
@@ -239,11 +279,10 @@ def gather_sampled(features: Tensor, labels: Tensor, indices: Tensor, valid: Ten
         label -1. Gradients flow to ``features``.
     """
     if not torch.jit.is_scripting():
-        _check_python_types(
-            "gather_sampled",
-            [("features", features), ("labels", labels), ("indices", indices), ("valid", valid)],
-            True,
-        )
+        _check_tensor("gather_sampled", "features", features)
+        _check_tensor("gather_sampled", "labels", labels)
+        _check_tensor("gather_sampled", "indices", indices)
+        _check_tensor("gather_sampled", "valid", valid)
     return torch.ops.syncfree.gather_sampled(features, labels, indices, valid)
 
 
@@ -264,12 +303,8 @@ def stratified_sample_gather(
         zero features and label -1. Gradients flow to ``features``.
     """
     if not torch.jit.is_scripting():
-        _check_python_types("stratified_sample_gather", [("features", features), ("labels", labels)], True)
-        if not isinstance(fill, bool):
-            raise TypeError(f"syncfree.stratified_sample_gather: fill must be a bool, got {type(fill).__name__}")
-        if not isinstance(class_quota, torch.Tensor):
-            class_quota = _check_quota_sequence(class_quota)
-    quota = _quota_tensor(class_quota, num_samples, labels)
+        _check_tensor("stratified_sample_gather", "features", features)
+    quota = _stratified_quota("stratified_sample_gather", labels, num_samples, class_quota, fill, seed, generator)
     return torch.ops.syncfree.stratified_sample_gather(
         features, labels, num_samples, quota, fill=fill, seed=seed, generator=generator
     )

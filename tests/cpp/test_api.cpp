@@ -78,9 +78,10 @@ TEST(Api, BadArgumentsNameTheArgument) {
   EXPECT_THROW(syncfree::balanced_sample(labels.to(at::kFloat), 2), c10::Error);
 }
 
-// The fused CPU gather and the generic ATen gather (used by backends without
-// a kernel of their own) return the same tensors.
-#include "ops/balanced_sample.h"
+// The fused CPU gather (gather_sampled on CPU tensors) and the generic ATen
+// gather (_gather_sampled on backends without a kernel of their own) return
+// the same tensors.
+#include "ops/gather_sampled.h"
 
 TEST(Api, FusedCpuGatherEqualsGenericGather) {
   at::manual_seed(4);
@@ -89,7 +90,7 @@ TEST(Api, FusedCpuGatherEqualsGenericGather) {
     const at::Tensor features = at::randn({3, 2, 40, 2, 3}).mul(10).to(dtype);
     at::Tensor indices, valid;
     std::tie(indices, valid) = syncfree::balanced_sample(labels, 50, syncfree::SampleOptions().seed(5));
-    auto fused = syncfree::ops::gather_sampled_cpu(features, labels, indices, valid);
+    auto fused = syncfree::gather_sampled(features, labels, indices, valid);
     auto generic = syncfree::ops::gather_sampled_generic(features, labels, indices, valid);
     EXPECT_TRUE(std::get<0>(fused).equal(std::get<0>(generic)));
     EXPECT_TRUE(std::get<1>(fused).equal(std::get<1>(generic)));
@@ -97,7 +98,7 @@ TEST(Api, FusedCpuGatherEqualsGenericGather) {
     const at::Tensor f2 = features.transpose(3, 4);
     const at::Tensor l2 = at::stack({labels, labels.neg()}, -1).select(-1, 0);
     ASSERT_EQ(l2.stride(-1), 2);
-    auto fused2 = syncfree::ops::gather_sampled_cpu(f2, l2, indices, valid);
+    auto fused2 = syncfree::gather_sampled(f2, l2, indices, valid);
     auto generic2 = syncfree::ops::gather_sampled_generic(f2, l2, indices, valid);
     EXPECT_TRUE(std::get<0>(fused2).equal(std::get<0>(generic2)));
     EXPECT_TRUE(std::get<1>(fused2).equal(std::get<1>(generic2)));
@@ -108,7 +109,7 @@ TEST(Api, FusedCpuGatherEqualsGenericGather) {
     const at::Tensor features = at::randn({n, 4});
     at::Tensor indices, valid;
     std::tie(indices, valid) = syncfree::balanced_sample(labels, 8, syncfree::SampleOptions().seed(2));
-    auto fused = syncfree::ops::gather_sampled_cpu(features, labels, indices, valid);
+    auto fused = syncfree::gather_sampled(features, labels, indices, valid);
     auto generic = syncfree::ops::gather_sampled_generic(features, labels, indices, valid);
     EXPECT_TRUE(std::get<0>(fused).equal(std::get<0>(generic)));
     EXPECT_TRUE(std::get<1>(fused).equal(std::get<1>(generic)));
@@ -128,7 +129,7 @@ TEST(Api, CpuOperatorEqualsSerialReference) {
   for (int64_t n : {int64_t{1}, int64_t{500}, int64_t{3} * 65536 + 9}) {
     const at::Tensor labels = at::randint(-1, 3, {3, n}, at::kLong);
     for (int64_t k : {int64_t{1}, n / 7 + 1, n + 2}) {
-      syncfree::core::SampleParams p;
+      syncfree::core::BalancedParams p;
       p.num_samples = k;
       p.positive_fraction = 0.4;
       p.seed = static_cast<uint64_t>(n * 31 + k);

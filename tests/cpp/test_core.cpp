@@ -205,6 +205,22 @@ TEST(Labels, Classify) {
   EXPECT_TRUE(pos && !neg);
   classify<bool>(false, 5, &pos, &neg);
   EXPECT_TRUE(neg && !pos);
+  // Wide unsigned labels compare as unsigned: never ignored, even at 2^63 and above.
+  classify<uint64_t>(~uint64_t{0}, 0, &pos, &neg);
+  EXPECT_TRUE(pos && !neg);
+  classify<uint64_t>(uint64_t{1} << 63, 0, &pos, &neg);
+  EXPECT_TRUE(pos && !neg);
+  classify<uint64_t>(80, 80, &pos, &neg);
+  EXPECT_TRUE(neg && !pos);
+  classify<uint32_t>(0xFFFFFFFFu, 0, &pos, &neg);
+  EXPECT_TRUE(pos && !neg);
+  classify<uint16_t>(7, 7, &pos, &neg);
+  EXPECT_TRUE(neg && !pos);
+  // ... and belong to no class of the stratified rule when >= C.
+  EXPECT_EQ(stratum_of<uint64_t>(~uint64_t{0}, 3), -1);
+  EXPECT_EQ(stratum_bucket<uint64_t>(~uint64_t{0}, 3), 3);
+  EXPECT_EQ(stratum_of<uint64_t>(2, 3), 2);
+  EXPECT_EQ(stratum_bucket<uint32_t>(0xFFFFFFFFu, 3), 3);
 }
 
 // Builds the chunked workspace of one row, in chunks of `chunk` labels (the
@@ -279,7 +295,7 @@ TEST(Compact, SmallerChunksGiveTheSameIndices) {
 }
 
 TEST(RowPlan, PicksAreUniqueAndMeetTheQuota) {
-  SampleParams p;
+  BalancedParams p;
   for (int64_t P : {0, 1, 5, 127, 128, 129, 1000})
     for (int64_t Q : {0, 1, 3, 200, 5000})
       for (int64_t K : {0, 1, 7, 64, 256, 2000})
@@ -307,7 +323,7 @@ TEST(RowPlan, PicksAreUniqueAndMeetTheQuota) {
 TEST(RowPlan, HostAndDeviceStylePermutationsAgree) {
   // fill_row_slots tabulates small permutations; pick_slot(plan, s) evaluates
   // them one element at a time as device code does. Both must agree.
-  SampleParams p;
+  BalancedParams p;
   p.num_samples = 100;
   p.seed = 99;
   const RowPlan plan = make_row_plan(p, 0, 60, 90);
@@ -321,7 +337,7 @@ TEST(RowPlan, HostAndDeviceStylePermutationsAgree) {
 }
 
 TEST(RowPlan, SameInputsSameSamplesDifferentSeedsDiffer) {
-  SampleParams p;
+  BalancedParams p;
   p.num_samples = 50;
   p.seed = 1;
   const RowPlan a = make_row_plan(p, 0, 500, 500);
@@ -352,7 +368,7 @@ TEST(RowPlan, BatchedHostFillEqualsPerSlotEvaluation) {
     const CompactRow row{work.data(), pos.data(), neg.data(), n, chunks};
     for (int64_t k : {int64_t{1}, n / 10 + 1, n, n + 7}) {
       for (bool fill : {false, true}) {
-        SampleParams p;
+        BalancedParams p;
         p.num_samples = k;
         p.positive_fraction = 0.3;
         p.fill_positives = fill;

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/host_sampler.h"
-#include "ops/balanced_sample.h"
+#include "ops/gather_sampled.h"
 
 namespace {
 
@@ -29,7 +29,7 @@ Outputs run(const at::Tensor& features, const at::Tensor& labels, int64_t k, int
   std::tie(o.indices, o.valid) = syncfree::balanced_sample(
       labels, k, syncfree::SampleOptions().positive_fraction(0.3).seed(seed));
   std::tie(o.features, o.labels) =
-      syncfree::ops::gather_sampled_cpu(features, labels, o.indices, o.valid);
+      syncfree::gather_sampled(features, labels, o.indices, o.valid);
   return o;
 }
 
@@ -67,7 +67,7 @@ TEST(CpuParallel, SameBitsOnOneThreadAndOnSeveral) {
     const Outputs one = run(features, labels, s.k, seed);
 
     // The core's serial reference.
-    syncfree::core::SampleParams p;
+    syncfree::core::BalancedParams p;
     p.num_samples = s.k;
     p.positive_fraction = 0.3;
     p.seed = static_cast<uint64_t>(seed);

@@ -11,7 +11,8 @@
 
 #include "core/compact.h"
 #include "core/host_sampler.h"
-#include "cuda/balanced_sampler.h"
+#include "cuda/balanced_sample_kernels.h"
+#include "cuda/gather_sampled_kernels.h"
 
 using namespace syncfree;
 
@@ -33,7 +34,7 @@ bool have_gpu() {
 
 // CPU reference: the core's serial algorithm (what the CPU backend computes).
 template <typename T>
-void reference(const std::vector<T>& labels, int64_t rows, int64_t n, const core::SampleParams& p,
+void reference(const std::vector<T>& labels, int64_t rows, int64_t n, const core::BalancedParams& p,
                std::vector<int64_t>* indices, std::vector<char>* valid) {
   const size_t total = static_cast<size_t>(rows * p.num_samples);
   indices->assign(total, 0);
@@ -43,20 +44,20 @@ void reference(const std::vector<T>& labels, int64_t rows, int64_t n, const core
 }
 
 template <typename T>
-void run_gpu(const std::vector<T>& labels, int64_t rows, int64_t n, const core::SampleParams& p,
+void run_gpu(const std::vector<T>& labels, int64_t rows, int64_t n, const core::BalancedParams& p,
              cuda::LabelType type, bool from_device, bool multi_launch,
              std::vector<int64_t>* indices, std::vector<char>* valid) {
   const int64_t k = p.num_samples;
   void *d_labels = nullptr, *d_work = nullptr;
   int64_t *d_indices = nullptr, *d_rng = nullptr;
   bool* d_valid = nullptr;
-  cuda::SampleArgs a;
+  cuda::BalancedSampleArgs a;
   a.label_type = type;
   a.rows = rows;
   a.n = n;
   a.params = p;
   a.force_multi_launch = multi_launch;
-  const size_t ws = cuda::workspace_bytes(a);
+  const size_t ws = cuda::balanced_sample_workspace_bytes(a);
   CUDA_OK(cudaMalloc(&d_labels, std::max<size_t>(labels.size() * sizeof(T), 1)));
   CUDA_OK(cudaMalloc(&d_work, std::max<size_t>(ws, 1)));
   CUDA_OK(cudaMalloc(&d_indices, std::max<size_t>(static_cast<size_t>(rows * k) * 8, 1)));
@@ -116,7 +117,7 @@ const std::vector<Shape> kShapes = {{1, 1000},
 
 // One call of both paths and both random sources against the CPU.
 template <typename T>
-void check_call(const std::vector<T>& labels, int64_t rows, int64_t n, const core::SampleParams& p,
+void check_call(const std::vector<T>& labels, int64_t rows, int64_t n, const core::BalancedParams& p,
                 cuda::LabelType type) {
   std::vector<int64_t> want, got;
   std::vector<char> want_valid, got_valid;
@@ -140,7 +141,7 @@ void check_equal(cuda::LabelType type, uint64_t seed, const std::vector<Shape>& 
     std::vector<T> labels(static_cast<size_t>(rows * n));
     for (auto& v : labels) v = static_cast<T>(static_cast<int64_t>(rng() % 4) - (std::is_signed<T>::value ? 1 : 0));
     for (int64_t k : {int64_t{0}, int64_t{1}, int64_t{7}, n / 10 + 1, n + 3}) {
-      core::SampleParams p;
+      core::BalancedParams p;
       p.num_samples = k;
       p.positive_fraction = (rng() % 5) / 4.0;
       p.negative_label = static_cast<int64_t>(rng() % 2);
@@ -166,6 +167,9 @@ TEST(CudaKernels, EveryLabelTypeMatchesTheCpu) {
   check_equal<int16_t>(cuda::LabelType::kInt16, 3);
   check_equal<int8_t>(cuda::LabelType::kInt8, 4);
   check_equal<uint8_t>(cuda::LabelType::kUInt8, 5);
+  check_equal<uint16_t>(cuda::LabelType::kUInt16, 6);
+  check_equal<uint32_t>(cuda::LabelType::kUInt32, 7);
+  check_equal<uint64_t>(cuda::LabelType::kUInt64, 8);
 }
 
 // The one-launch kernel sizes its block to the row (64 to 512 threads, from
@@ -193,7 +197,7 @@ TEST(CudaKernels, EveryRowBlockSizeMatchesTheCpu) {
           if (mix == 1) v = 2;                               // positives only: P = n
           if (mix == 2) v = static_cast<int64_t>(u % 4) - 1;  // mixed
         }
-        core::SampleParams p;
+        core::BalancedParams p;
         p.num_samples = k;
         p.positive_fraction = (rng() % 5) / 4.0;
         p.negative_label = 0;
@@ -247,7 +251,7 @@ TEST(CudaKernels, BoolLabelsMatchTheCpu) {
     const int64_t rows = 4;
     std::vector<uint8_t> as_bytes(static_cast<size_t>(rows * n));
     for (auto& v : as_bytes) v = rng() % 3 == 0;
-    core::SampleParams p;
+    core::BalancedParams p;
     p.num_samples = n / 14;
     p.seed = 77;
     std::vector<int64_t> want, got;
@@ -324,7 +328,7 @@ void check_gather(cuda::LabelType type, int64_t item_bytes, int64_t item_pad, ui
   a.k = k;
   a.out_features = d_out;
   a.out_labels = d_out_labels;
-  CUDA_OK(cuda::launch_gather(a, nullptr));
+  CUDA_OK(cuda::launch_gather_sampled(a, nullptr));
   CUDA_OK(cudaDeviceSynchronize());
   std::vector<uint8_t> got_features(want_features.size());
   std::vector<int64_t> got_labels(want_labels.size());

@@ -14,7 +14,7 @@
 
 #include "core/host_stratified.h"
 #include "core/stratified.h"
-#include "cuda/stratified_sampler.h"
+#include "cuda/stratified_sample_kernels.h"
 
 using namespace syncfree;
 
@@ -231,6 +231,9 @@ TEST(CudaStratified, EveryLabelTypeMatchesTheCpu) {
   check_shapes<int16_t>(cuda::LabelType::kInt16, 4, classes, sizes, slots, false);
   check_shapes<int8_t>(cuda::LabelType::kInt8, 5, classes, sizes, slots, false);
   check_shapes<uint8_t>(cuda::LabelType::kUInt8, 6, classes, sizes, slots, false);
+  check_shapes<uint16_t>(cuda::LabelType::kUInt16, 8, classes, sizes, slots, false);
+  check_shapes<uint32_t>(cuda::LabelType::kUInt32, 9, classes, sizes, slots, false);
+  check_shapes<uint64_t>(cuda::LabelType::kUInt64, 10, classes, sizes, slots, false);
   check_shapes<bool>(cuda::LabelType::kBool, 7, {1, 2, 3}, sizes, slots, true);
 }
 

@@ -44,7 +44,7 @@ void run(Reader& in) {
   const int scale = static_cast<int>(in.next(1) % 4);  // N up to 2^16 * 2^3: several chunks
   const int64_t n = scale == 3 ? n_raw * 3 + 1 : n_raw >> (3 * (2 - scale));
   const int64_t k = static_cast<int64_t>(in.next(2)) % 3000;
-  SampleParams p;
+  BalancedParams p;
   p.num_samples = k;
   p.positive_fraction = static_cast<double>(in.next(1)) / 255.0;
   p.negative_label = static_cast<int64_t>(in.next(1) % 4);

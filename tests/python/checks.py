@@ -3,6 +3,12 @@ import math
 
 import torch
 
+# Every label dtype of the operators: bool, the integer dtypes, and the
+# unsigned ones of more than 8 bits (never < 0: no label is ignored).
+UNSIGNED_DTYPES = [torch.uint8, torch.uint16, torch.uint32, torch.uint64]
+LABEL_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+                torch.uint16, torch.uint32, torch.uint64]
+
 
 def reference_quota(P, Q, K, fraction, fill_positives):
     """The quota rule as the README states it, written independently of the C++."""
@@ -18,8 +24,10 @@ def classes(labels, negative_label):
     """(positive mask, negative mask) of labels per the label rule."""
     if labels.dtype == torch.bool:
         return labels.clone(), ~labels
-    wide = labels.to(torch.int64)
+    wide = labels.to(torch.int64)  # uint64 labels of 2^63 and more wrap below 0 here ...
     negative = wide == negative_label
+    if labels.dtype in UNSIGNED_DTYPES:  # ... but are positives: unsigned labels are never ignored
+        return ~negative, negative
     positive = (wide >= 0) & ~negative
     return positive, negative
 
@@ -78,3 +86,65 @@ def assert_uniform(counts, p=1e-6, expected=None):
     crit = chi2_critical(counts.numel() - 1, p)
     assert stat < crit, f"chi-square {stat:.1f} >= critical {crit:.1f} (df={counts.numel() - 1}, p={p})"
     return stat
+
+
+# --- stratified_sample ---------------------------------------------------------------
+
+# The rule, written independently of the C++.
+
+def reference_takes(class_counts, K, quota, fill):
+    """(takes per class, fill count) per the README's rule."""
+    takes = []
+    remaining = K
+    for a, q in zip(class_counts, quota):
+        t = min(a, max(q, 0), remaining)
+        takes.append(t)
+        remaining -= t
+    T = sum(takes)
+    leftover = sum(class_counts) - T
+    F = min(K - T, leftover) if fill else 0
+    return takes, F
+
+
+def check_stratified(labels, quota, K, fill, indices, valid):
+    """Asserts every exact invariant, row by row. quota: [C] or labels.shape[:-1] + [C]."""
+    quota = torch.as_tensor(quota, dtype=torch.int64)
+    C = quota.shape[-1]
+    lead = tuple(labels.shape[:-1])
+    N = labels.shape[-1]
+    assert indices.shape == lead + (K,) and valid.shape == lead + (K,)
+    assert indices.dtype == torch.int64 and valid.dtype == torch.bool
+    B = math.prod(lead)
+    lab = labels.to(torch.int64).reshape(B, N)
+    q_rows = quota.expand(lead + (C,)).reshape(B, C)
+    idx_rows = indices.reshape(B, K)
+    val_rows = valid.reshape(B, K)
+    for r in range(B):
+        row = lab[r]
+        in_class = (row >= 0) & (row < C)
+        counts = torch.bincount(row[in_class], minlength=C).tolist()
+        takes, F = reference_takes(counts, K, q_rows[r].tolist(), fill)
+        V = sum(takes) + F
+        v, idx = val_rows[r], idx_rows[r]
+        assert bool(v[:V].all()) and not bool(v[V:].any()), (r, V, v)
+        assert bool((idx[V:] == -1).all())
+        chosen = idx[:V]
+        assert bool(((chosen >= 0) & (chosen < N)).all())
+        assert len(set(chosen.tolist())) == V, "duplicate index in a row"
+        got_labels = row[chosen]
+        assert bool(((got_labels >= 0) & (got_labels < C)).all()), "an item of no class was sampled"
+        got = torch.bincount(got_labels, minlength=C).tolist()
+        for c in range(C):
+            assert takes[c] <= got[c] <= counts[c], (r, c, takes[c], got[c], counts[c])
+            if not fill:
+                assert got[c] == takes[c]
+        assert sum(got) - sum(takes) == F
+    return True
+
+
+def random_class_labels(shape, C, gen, dtype=torch.int64):
+    """Labels in [-2, C + 2): some ignored, some of no class, most in a class."""
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=gen).bool()
+    low = 0 if dtype in UNSIGNED_DTYPES else -2
+    return torch.randint(low, C + 2, shape, generator=gen).to(dtype)

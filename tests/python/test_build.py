@@ -34,3 +34,15 @@ def test_cuda_kernels_registered_as_built():
 
 def test_built_against_this_torch_minor():
     assert syncfree._minor(info.TORCH_VERSION) == syncfree._minor(torch.__version__)
+
+
+def test_version_mismatch_is_loud(monkeypatch):
+    import importlib
+
+    import syncfree._build_info as info
+
+    monkeypatch.setattr(info, "TORCH_VERSION", "0.0.1-not-this-torch")
+    with pytest.raises(ImportError, match=r"compiled against torch 0\.0\.1-not-this-torch, but torch .* is installed"):
+        importlib.reload(syncfree)
+    monkeypatch.undo()
+    importlib.reload(syncfree)

@@ -62,7 +62,7 @@ def test_every_eligible_anchor_equally_likely():
     # One image, repeated: each positive is chosen with probability num_pos/P
     # and each negative with num_neg/Q, as under torchvision's sampler.
     # Pearson's statistic is scaled for sampling without replacement (see
-    # test_statistics.py); false-failure probability < 1e-6 per class.
+    # test_balanced_sample_statistics.py); false-failure probability < 1e-6 per class.
     gen = torch.Generator().manual_seed(1)
     image = torch.randint(-1, 3, (400,), generator=gen)
     copies = 3000

@@ -5,10 +5,10 @@ import pytest
 import torch
 
 import syncfree
-from checks import check_sample
+from checks import LABEL_DTYPES, check_sample, check_stratified
 
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
-DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+DTYPES = LABEL_DTYPES
 
 
 def labels_on(device, shape, dtype, gen):
@@ -116,32 +116,6 @@ def test_generator_advances_by_a_fixed_amount_and_reproduces():
     assert not torch.equal(g1.get_state(), g3.get_state())
 
 
-@cuda
-def test_cuda_graph_replays_draw_fresh_samples_matching_eager():
-    labels = torch.randint(0, 2, (4, 10000), device="cuda")
-    torch.cuda.manual_seed(11)
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):
-            syncfree.balanced_sample(labels, 500)
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        out_idx, out_valid = syncfree.balanced_sample(labels, 500)
-    state = torch.cuda.get_rng_state()
-    replays = []
-    for _ in range(3):
-        graph.replay()
-        replays.append(out_idx.clone())
-    assert not torch.equal(replays[0], replays[1]) and not torch.equal(replays[1], replays[2])
-    # Eager calls from the same generator state draw the same samples.
-    torch.cuda.set_rng_state(state)
-    eager = [syncfree.balanced_sample(labels, 500)[0] for _ in range(3)]
-    for r, e in zip(replays, eager):
-        assert torch.equal(r, e)
-
-
 def torch_minor():
     return tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
 
@@ -152,16 +126,42 @@ def torch_minor():
 NEEDS_REGISTRATION = torch_minor() < (2, 14)
 
 
+def graph_sampler(op, n):
+    """(call(generator) -> (indices, valid), check(indices, valid)) of one sampler on CUDA labels."""
+    if op == "balanced_sample":
+        labels = torch.randint(-1, 2, (3, n), device="cuda")
+
+        def call(gen):
+            return syncfree.balanced_sample(labels, 300, 0.25, generator=gen)
+
+        def check(idx, valid):
+            check_sample(labels.cpu(), idx.cpu(), valid.cpu(), 300, 0.25)
+
+        return call, check
+    labels = torch.randint(-1, 4, (3, n), device="cuda")
+    quota = torch.randint(0, 60, (3, 4), device="cuda")
+
+    def call(gen):
+        return syncfree.stratified_sample(labels, 300, quota, generator=gen)
+
+    def check(idx, valid):
+        check_stratified(labels.cpu(), quota.cpu(), 300, True, idx.cpu(), valid.cpu())
+
+    return call, check
+
+
+# balanced_sample: one launch, three launches; stratified_sample: its four launches.
 @cuda
-@pytest.mark.parametrize("n", [10000, 70000])  # one launch, three launches
+@pytest.mark.parametrize("op, n", [("balanced_sample", 10000), ("balanced_sample", 70000),
+                                   ("stratified_sample", 20000)])
 @pytest.mark.parametrize("kind", ["default", "explicit"])
-def test_cuda_graph_replays_with_the_default_and_an_explicit_generator(kind, n):
-    labels = torch.randint(-1, 2, (3, n), device="cuda")
+def test_cuda_graph_replays_draw_fresh_samples_matching_eager(op, n, kind):
+    sample, check = graph_sampler(op, n)
     torch.cuda.manual_seed(13)
     gen = torch.Generator(device="cuda").manual_seed(14) if kind == "explicit" else None
 
     def call():
-        return syncfree.balanced_sample(labels, 300, 0.25, generator=gen)
+        return sample(gen)
 
     def get_state():
         return gen.get_state() if gen is not None else torch.cuda.get_rng_state()
@@ -194,7 +194,7 @@ def test_cuda_graph_replays_with_the_default_and_an_explicit_generator(kind, n):
     if gen is not None:  # a graph drawing from another generator leaves the default one alone
         assert torch.equal(torch.cuda.get_rng_state(), default_state)
     for idx, valid in replays:
-        check_sample(labels.cpu(), idx.cpu(), valid.cpu(), 300, 0.25)
+        check(idx, valid)
     # Eager calls from the same generator state draw the same samples.
     set_state(state)
     for idx, valid in replays:
@@ -422,49 +422,6 @@ def test_stratified_generator_advances_like_balanced_sample():
     syncfree.stratified_sample(labels[:, :0], 0, quota, generator=g2)
     syncfree.balanced_sample(labels, 50, generator=g3)
     assert torch.equal(g1.get_state(), g2.get_state()) and torch.equal(g1.get_state(), g3.get_state())
-
-
-@cuda
-@pytest.mark.parametrize("kind", ["default", "explicit"])
-def test_stratified_cuda_graph_replays_draw_fresh_samples_matching_eager(kind):
-    labels = torch.randint(-1, 4, (3, 20000), device="cuda")
-    quota = torch.randint(0, 60, (3, 4), device="cuda")
-    torch.cuda.manual_seed(13)
-    gen = torch.Generator(device="cuda").manual_seed(14) if kind == "explicit" else None
-
-    def call():
-        return syncfree.stratified_sample(labels, 300, quota, generator=gen)
-
-    def get_state():
-        return gen.get_state() if gen is not None else torch.cuda.get_rng_state()
-
-    def set_state(state):
-        if gen is not None:
-            gen.set_state(state)
-        else:
-            torch.cuda.set_rng_state(state)
-
-    s = torch.cuda.Stream()
-    s.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(s):
-        for _ in range(2):
-            call()
-    torch.cuda.current_stream().wait_stream(s)
-    graph = torch.cuda.CUDAGraph()
-    if gen is not None and NEEDS_REGISTRATION:
-        graph.register_generator_state(gen)
-    with torch.cuda.graph(graph):
-        out_idx, out_valid = call()
-    state = get_state()
-    replays = []
-    for _ in range(3):
-        graph.replay()
-        replays.append((out_idx.clone(), out_valid.clone()))
-    assert not torch.equal(replays[0][0], replays[1][0]) and not torch.equal(replays[1][0], replays[2][0])
-    set_state(state)
-    for idx, valid in replays:
-        e_idx, e_valid = call()
-        assert torch.equal(idx, e_idx) and torch.equal(valid, e_valid)
 
 
 @cuda

@@ -128,3 +128,27 @@ def test_detectron2_static_form_scripts():
     assert_equal(scripted(labels, 32, 0.25, 3, seed=7), sf_d2.subsample_labels_static(labels, 32, 0.25, 3, seed=7))
     assert_equal(scripted(labels, 32, 0.25, 3, None, torch.Generator().manual_seed(2)),
                  sf_d2.subsample_labels_static(labels, 32, 0.25, 3, generator=torch.Generator().manual_seed(2)))
+
+
+def test_torchscript_function_calls_the_ops():
+    @torch.jit.script
+    def sample(labels: torch.Tensor, features: torch.Tensor):
+        idx, valid = torch.ops.syncfree.balanced_sample(labels, 6, 0.5, seed=11)
+        f, l, v = torch.ops.syncfree.balanced_sample_gather(features, labels, 6, seed=11)
+        return idx, valid, f
+
+    labels = torch.randint(0, 2, (2, 20))
+    features = torch.randn(2, 20, 3)
+    idx, valid, f = sample(labels, features)
+    ref_idx, ref_valid = syncfree.balanced_sample(labels, 6, seed=11)
+    assert torch.equal(idx, ref_idx) and torch.equal(valid, ref_valid)
+    assert f.shape == (2, 6, 3)
+
+
+def test_schema_is_the_documented_one():
+    schema = str(torch.ops.syncfree.balanced_sample.default._schema)
+    assert schema == (
+        "syncfree::balanced_sample(Tensor labels, int num_samples, float positive_fraction=0.5, *, "
+        "int negative_label=0, bool fill_positives=True, int? seed=None, Generator? generator=None) "
+        "-> (Tensor indices, Tensor valid)"
+    )

@@ -1,5 +1,5 @@
 // CUDA kernels of balanced sampling (framework-free: no torch header).
-#include "cuda/balanced_sampler.h"
+#include "cuda/balanced_sample_kernels.h"
 
 #include <new>
 
@@ -19,7 +19,6 @@ constexpr int kCompactItems = 16;     // labels per thread and round
 constexpr int kRowMinThreads = 64;    // row_kernel: two warps at least (occupancy)
 constexpr int kSlotThreads = 256;
 constexpr int kPlanThreads = 128;
-constexpr int kGatherThreads = 256;
 constexpr int64_t kMaxSlotBlocks = int64_t{1} << 20;
 
 size_t align16(size_t bytes) { return (bytes + 15) / 16 * 16; }
@@ -238,7 +237,7 @@ int row_threads(int64_t n, int64_t k) {
 // threads fill the row's slots. Dynamic shared memory: RowShared(n).bytes.
 template <typename T>
 __global__ void __launch_bounds__(kCompactThreads)
-    row_kernel(const T* __restrict__ labels, int64_t n, core::SampleParams params,
+    row_kernel(const T* __restrict__ labels, int64_t n, core::BalancedParams params,
                RandomSource random, int64_t* __restrict__ indices, bool* __restrict__ valid) {
   extern __shared__ uint64_t row_shared[];
   __shared__ uint32_t warp_counts[kMaxWarps];
@@ -302,7 +301,7 @@ __global__ void __launch_bounds__(kCompactThreads)
 // One thread per row: chunk counts -> exclusive prefix sums, then the row's
 // plan, built once for all its slots.
 __global__ void __launch_bounds__(kPlanThreads)
-    plan_kernel(int64_t rows, core::SampleParams params, RandomSource random, Layout out) {
+    plan_kernel(int64_t rows, core::BalancedParams params, RandomSource random, Layout out) {
   const int64_t r = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (r >= rows) return;
   set_random(random, &params);
@@ -342,13 +341,13 @@ __global__ void __launch_bounds__(kSlotThreads)
   }
 }
 
-bool one_launch(const SampleArgs& a) {
+bool one_launch(const BalancedSampleArgs& a) {
   return a.n <= kOneLaunchMaxN && a.params.num_samples <= kOneLaunchMaxK &&
          !a.force_multi_launch;
 }
 
 template <typename T>
-cudaError_t launch_typed(const SampleArgs& a, cudaStream_t stream) {
+cudaError_t launch_typed(const BalancedSampleArgs& a, cudaStream_t stream) {
   const int64_t k = a.params.num_samples;
   if (one_launch(a)) {
     row_kernel<T><<<static_cast<unsigned>(a.rows), row_threads(a.n, k), RowShared(a.n).bytes,
@@ -380,101 +379,24 @@ cudaError_t launch_typed(const SampleArgs& a, cudaStream_t stream) {
   return cudaGetLastError();
 }
 
-// The gather: thread g copies unit g % units of slot g / units (units of
-// sizeof(U) bytes per item), and the slot's first unit also writes its label.
-// Index arithmetic in Index (32 bits when everything fits).
-template <typename U, typename T, typename Index>
-__global__ void __launch_bounds__(kGatherThreads) gather_kernel(GatherArgs a, Index units) {
-  const Index total = static_cast<Index>(a.rows * a.k) * units;
-  const Index stride = static_cast<Index>(gridDim.x) * blockDim.x;
-  const char* features = static_cast<const char*>(a.features);
-  const T* labels = static_cast<const T*>(a.labels);
-  U* out = static_cast<U*>(a.out_features);
-  const Index k = static_cast<Index>(a.k);
-  for (Index g = blockIdx.x * static_cast<Index>(blockDim.x) + threadIdx.x; g < total;
-       g += stride) {
-    const Index slot = g / units;
-    const Index j = g - slot * units;
-    const Index r = slot / k;
-    const int64_t i = a.indices[slot];
-    const bool ok = a.valid[slot] && i >= 0 && i < a.n;
-    if (a.item_bytes > 0) {
-      U v{};
-      if (ok) {
-        v = *reinterpret_cast<const U*>(features + static_cast<int64_t>(r) * a.feature_row_stride +
-                                        i * a.feature_item_stride +
-                                        static_cast<int64_t>(j) * sizeof(U));
-      }
-      out[g] = v;
-    }
-    if (j == 0) {
-      a.out_labels[slot] =
-          ok ? static_cast<int64_t>(labels[static_cast<int64_t>(r) * a.label_row_stride +
-                                           i * a.label_item_stride])
-             : -1;
-    }
-  }
-}
-
-template <typename U, typename T>
-cudaError_t launch_gather_typed(const GatherArgs& a, cudaStream_t stream) {
-  // Items of zero bytes still need one thread per slot for the label.
-  const int64_t units = a.item_bytes > 0 ? a.item_bytes / static_cast<int64_t>(sizeof(U)) : 1;
-  const int64_t total = a.rows * a.k * units;
-  int64_t blocks = (total + kGatherThreads - 1) / kGatherThreads;
-  if (blocks > kMaxSlotBlocks) blocks = kMaxSlotBlocks;
-  if (total <= 0x7FFFFFFF) {
-    gather_kernel<U, T, uint32_t><<<static_cast<unsigned>(blocks), kGatherThreads, 0, stream>>>(
-        a, static_cast<uint32_t>(units));
-  } else {
-    gather_kernel<U, T, int64_t><<<static_cast<unsigned>(blocks), kGatherThreads, 0, stream>>>(
-        a, units);
-  }
-  return cudaGetLastError();
-}
-
-// The widest unit (16, 8, 4, 2 or 1 bytes) that divides the item size, both
-// strides and the base addresses, so every load and store is aligned.
-template <typename T>
-cudaError_t launch_gather_unit(const GatherArgs& a, cudaStream_t stream) {
-  const uint64_t bits = static_cast<uint64_t>(a.item_bytes) |
-                        static_cast<uint64_t>(a.feature_row_stride) |
-                        static_cast<uint64_t>(a.feature_item_stride) |
-                        reinterpret_cast<uintptr_t>(a.features) |
-                        reinterpret_cast<uintptr_t>(a.out_features) | 16;
-  switch (bits & (~bits + 1)) {  // lowest set bit
-    case 16: return launch_gather_typed<uint4, T>(a, stream);
-    case 8: return launch_gather_typed<uint2, T>(a, stream);
-    case 4: return launch_gather_typed<uint32_t, T>(a, stream);
-    case 2: return launch_gather_typed<uint16_t, T>(a, stream);
-    default: return launch_gather_typed<uint8_t, T>(a, stream);
-  }
-}
-
 }  // namespace
 
-bool shape_supported(int64_t rows, int64_t n) {
+bool balanced_sample_shape_supported(int64_t rows, int64_t n) {
   // One block per row (one-launch path) or per (row, chunk).
   const int64_t chunks = n == 0 ? 1 : core::num_chunks(n, kCompactChunk);
   return rows <= 0x7FFFFFFF / chunks;
 }
 
-size_t workspace_bytes(const SampleArgs& a) {
+size_t balanced_sample_workspace_bytes(const BalancedSampleArgs& a) {
   if (one_launch(a)) return 0;
   return layout_bytes(a.rows, a.n);
 }
 
-cudaError_t launch_balanced_sample(const SampleArgs& a, cudaStream_t stream) {
+cudaError_t launch_balanced_sample(const BalancedSampleArgs& a, cudaStream_t stream) {
   if (a.rows == 0 || a.params.num_samples == 0) return cudaSuccess;
-  if (!shape_supported(a.rows, a.n)) return cudaErrorInvalidConfiguration;
+  if (!balanced_sample_shape_supported(a.rows, a.n)) return cudaErrorInvalidConfiguration;
   return with_label_type(a.label_type,
                          [&](auto label) { return launch_typed<decltype(label)>(a, stream); });
-}
-
-cudaError_t launch_gather(const GatherArgs& a, cudaStream_t stream) {
-  if (a.rows == 0 || a.k == 0) return cudaSuccess;
-  return with_label_type(a.label_type,
-                         [&](auto label) { return launch_gather_unit<decltype(label)>(a, stream); });
 }
 
 }  // namespace cuda

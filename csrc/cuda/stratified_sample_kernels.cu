@@ -1,5 +1,5 @@
 // CUDA kernels of stratified sampling (framework-free: no torch header).
-#include "cuda/stratified_sampler.h"
+#include "cuda/stratified_sample_kernels.h"
 
 #include <cub/block/block_radix_sort.cuh>
 

@@ -1,5 +1,6 @@
-"""syncfree.stratified_sample (CPU): the take rule, the laws, determinism, errors, TorchScript,
-torch.compile, torch.library.opcheck, and the public differentiable gather_sampled.
+"""syncfree.stratified_sample (CPU): the take rule, its invariants for every
+label dtype, C = 2 against balanced_sample, the laws, determinism and
+randomness.
 
 Every statistical assertion is a chi-square goodness-of-fit test at p = 1e-6:
 for an exactly correct sampler it fails with probability at most 1e-6 (the
@@ -12,74 +13,11 @@ from fractions import Fraction
 
 import pytest
 import torch
-import torch._dynamo
 
 import syncfree
-from checks import assert_uniform
+from checks import LABEL_DTYPES, assert_uniform, check_stratified, random_class_labels, reference_takes
 
 P_FAIL = 1e-6
-OPS = torch.ops.syncfree
-LABEL_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
-
-
-# --- the rule, written independently of the C++ ------------------------------
-
-def reference_takes(class_counts, K, quota, fill):
-    """(takes per class, fill count) per the README's rule."""
-    takes = []
-    remaining = K
-    for a, q in zip(class_counts, quota):
-        t = min(a, max(q, 0), remaining)
-        takes.append(t)
-        remaining -= t
-    T = sum(takes)
-    leftover = sum(class_counts) - T
-    F = min(K - T, leftover) if fill else 0
-    return takes, F
-
-
-def check_stratified(labels, quota, K, fill, indices, valid):
-    """Asserts every exact invariant, row by row. quota: [C] or labels.shape[:-1] + [C]."""
-    quota = torch.as_tensor(quota, dtype=torch.int64)
-    C = quota.shape[-1]
-    lead = tuple(labels.shape[:-1])
-    N = labels.shape[-1]
-    assert indices.shape == lead + (K,) and valid.shape == lead + (K,)
-    assert indices.dtype == torch.int64 and valid.dtype == torch.bool
-    B = math.prod(lead)
-    lab = labels.to(torch.int64).reshape(B, N)
-    q_rows = quota.expand(lead + (C,)).reshape(B, C)
-    idx_rows = indices.reshape(B, K)
-    val_rows = valid.reshape(B, K)
-    for r in range(B):
-        row = lab[r]
-        in_class = (row >= 0) & (row < C)
-        counts = torch.bincount(row[in_class], minlength=C).tolist()
-        takes, F = reference_takes(counts, K, q_rows[r].tolist(), fill)
-        V = sum(takes) + F
-        v, idx = val_rows[r], idx_rows[r]
-        assert bool(v[:V].all()) and not bool(v[V:].any()), (r, V, v)
-        assert bool((idx[V:] == -1).all())
-        chosen = idx[:V]
-        assert bool(((chosen >= 0) & (chosen < N)).all())
-        assert len(set(chosen.tolist())) == V, "duplicate index in a row"
-        got_labels = row[chosen]
-        assert bool(((got_labels >= 0) & (got_labels < C)).all()), "an item of no class was sampled"
-        got = torch.bincount(got_labels, minlength=C).tolist()
-        for c in range(C):
-            assert takes[c] <= got[c] <= counts[c], (r, c, takes[c], got[c], counts[c])
-            if not fill:
-                assert got[c] == takes[c]
-        assert sum(got) - sum(takes) == F
-    return True
-
-
-def random_labels(shape, C, gen, dtype=torch.int64):
-    """Labels in [-2, C + 2): some ignored, some of no class, most in a class."""
-    if dtype == torch.bool:
-        return torch.randint(0, 2, shape, generator=gen).bool()
-    low = 0 if dtype == torch.uint8 else -2
-    return torch.randint(low, C + 2, shape, generator=gen).to(dtype)
 
 
 # --- invariants -----------------------------------------------------------------
@@ -88,7 +26,7 @@ def random_labels(shape, C, gen, dtype=torch.int64):
 @pytest.mark.parametrize("fill", [True, False])
 def test_invariants_per_dtype(dtype, fill):
     gen = torch.Generator().manual_seed(1)
-    labels = random_labels((6, 40), 3, gen, dtype)
+    labels = random_class_labels((6, 40), 3, gen, dtype)
     for K in (0, 1, 7, 20, 50):
         for quota in ([2, 3, 1], [0, 0, 0], [K, 0, 0], [0, 0, K]):
             # Host quotas must add up to <= K; tensor quotas may not.
@@ -128,7 +66,7 @@ def test_empty_rows_and_batches():
 
 def test_single_class():
     gen = torch.Generator().manual_seed(2)
-    labels = random_labels((5, 300), 1, gen)
+    labels = random_class_labels((5, 300), 1, gen)
     for K, q, fill in ((10, 4, True), (10, 4, False), (300, 300, True), (200, 0, True)):
         idx, valid = syncfree.stratified_sample(labels, K, [q], fill, seed=9)
         check_stratified(labels, [q], K, fill, idx, valid)
@@ -136,7 +74,7 @@ def test_single_class():
 
 def test_zero_quotas_fill_only():
     gen = torch.Generator().manual_seed(3)
-    labels = random_labels((4, 500), 4, gen)
+    labels = random_class_labels((4, 500), 4, gen)
     idx, valid = syncfree.stratified_sample(labels, 150, [0, 0, 0, 0], True, seed=1)
     check_stratified(labels, [0, 0, 0, 0], 150, True, idx, valid)
     assert bool(valid.all())
@@ -147,7 +85,7 @@ def test_zero_quotas_fill_only():
 def test_tensor_quotas_per_row_with_negative_and_oversize_values():
     gen = torch.Generator().manual_seed(4)
     B, N, C = 40, 60, 5
-    labels = random_labels((2, B // 2, N), C, gen)
+    labels = random_class_labels((2, B // 2, N), C, gen)
     for K in (0, 5, 30, 80):
         quota = torch.randint(-3, K + 4, (2, B // 2, C), generator=gen)
         for fill in (True, False):
@@ -186,7 +124,7 @@ def test_many_classes():
 def test_large_classes_feistel_domains():
     # Classes and slot counts above 128 use the Feistel permutations.
     gen = torch.Generator().manual_seed(6)
-    labels = random_labels((3, 5000), 3, gen)
+    labels = random_class_labels((3, 5000), 3, gen)
     for quota, K in (([300, 200, 100], 1000), ([1000, 0, 0], 1000), ([0, 0, 0], 2000), ([5000, 5000, 0], 10000)):
         quota = [min(q, K) for q in quota]
         while sum(quota) > K:
@@ -198,7 +136,7 @@ def test_large_classes_feistel_domains():
 
 def test_any_strides():
     gen = torch.Generator().manual_seed(7)
-    base = random_labels((8, 30), 3, gen)
+    base = random_class_labels((8, 30), 3, gen)
     for labels in (base.t(), base[:, ::2], base.t()[::3]):
         want = syncfree.stratified_sample(labels.contiguous(), 9, [2, 3, 1], seed=8)
         got = syncfree.stratified_sample(labels, 9, [2, 3, 1], seed=8)
@@ -377,7 +315,7 @@ def test_feistel_domain_laws():
 
 def test_seed_is_deterministic_and_seeds_differ():
     gen = torch.Generator().manual_seed(9)
-    labels = random_labels((16, 200), 4, gen)
+    labels = random_class_labels((16, 200), 4, gen)
     a = syncfree.stratified_sample(labels, 50, [10, 5, 5, 5], seed=12)
     b = syncfree.stratified_sample(labels, 50, [10, 5, 5, 5], seed=12)
     c = syncfree.stratified_sample(labels, 50, [10, 5, 5, 5], seed=13)
@@ -387,7 +325,7 @@ def test_seed_is_deterministic_and_seeds_differ():
 
 def test_batch_split_invariance():
     gen = torch.Generator().manual_seed(10)
-    labels = random_labels((12, 300), 3, gen)
+    labels = random_class_labels((12, 300), 3, gen)
     quota = torch.randint(-1, 40, (12, 3), generator=gen)
     full = syncfree.stratified_sample(labels, 60, quota, seed=14)
     # A prefix of the rows, and another batch layout, give the same rows.
@@ -400,7 +338,7 @@ def test_batch_split_invariance():
     assert torch.equal(one[0], full[0][0])
     # A row's result depends on its own labels only.
     other = labels.clone()
-    other[7] = random_labels((300,), 3, gen)
+    other[7] = random_class_labels((300,), 3, gen)
     changed = syncfree.stratified_sample(other, 60, quota, seed=14)
     keep = torch.arange(12) != 7
     assert torch.equal(changed[0][keep], full[0][keep])
@@ -408,7 +346,7 @@ def test_batch_split_invariance():
 
 def test_generator_reproducibility_and_fixed_consumption():
     gen = torch.Generator().manual_seed(11)
-    labels = random_labels((8, 100), 3, gen)
+    labels = random_class_labels((8, 100), 3, gen)
     torch.manual_seed(0)
     a = syncfree.stratified_sample(labels, 30, [5, 5, 5])
     b = syncfree.stratified_sample(labels, 30, [5, 5, 5])
@@ -430,261 +368,6 @@ def test_generator_reproducibility_and_fixed_consumption():
     assert torch.equal(syncfree.stratified_sample(labels, 30, [5, 5, 5], generator=g3)[0], a[0])
 
 
-def test_rejected_calls_do_not_consume_randomness():
-    labels = torch.zeros(4, 10, dtype=torch.int64)
-    bad_calls = [
-        lambda g: syncfree.stratified_sample(labels, -1, [0], generator=g),
-        lambda g: syncfree.stratified_sample(labels, 4, [3, 2], generator=g),
-        lambda g: syncfree.stratified_sample(labels, 4, [-1], generator=g),
-        lambda g: syncfree.stratified_sample(labels, 4, torch.tensor([1], dtype=torch.int32), generator=g),
-        lambda g: syncfree.stratified_sample(labels.float(), 4, [1], generator=g),
-        lambda g: OPS.stratified_sample(labels, 4, torch.zeros(3, 2, dtype=torch.int64), generator=g),
-    ]
-    for call in bad_calls:
-        g = torch.Generator().manual_seed(3)
-        before = g.get_state()
-        with pytest.raises((RuntimeError, ValueError, TypeError)):
-            call(g)
-        assert torch.equal(before, g.get_state())
-
-
-# --- bad input ---------------------------------------------------------------------
-
-def test_bad_input_messages():
-    labels = torch.zeros(3, 10, dtype=torch.int64)
-    cases = [
-        (lambda: syncfree.stratified_sample(labels.float(), 4, [1]), RuntimeError,
-         r"stratified_sample: labels must be bool or an integer tensor .* got dtype Float"),
-        (lambda: syncfree.stratified_sample(torch.tensor(1), 4, [1]), RuntimeError,
-         r"labels must have at least 1 dimension"),
-        (lambda: syncfree.stratified_sample(labels, -2, [0]), RuntimeError,
-         r"num_samples must be >= 0, got -2"),
-        (lambda: syncfree.stratified_sample(labels, 4, [2, -1]), ValueError,
-         r"class_quota\[1\] must be >= 0, got -1"),
-        (lambda: syncfree.stratified_sample(labels, 4, [3, 2]), ValueError,
-         r"sum of class_quota must be <= num_samples \(4\), got 5"),
-        (lambda: syncfree.stratified_sample(labels, 4, []), ValueError,
-         r"at least one class \(C >= 1\), got an empty sequence"),
-        (lambda: syncfree.stratified_sample(labels, 4, torch.zeros(0, dtype=torch.int64)), RuntimeError,
-         r"at least one class \(C >= 1\), got shape \[0\]"),
-        (lambda: syncfree.stratified_sample(labels, 4, torch.zeros(2, 2, dtype=torch.int64)), RuntimeError,
-         r"class_quota must have shape \[C\] or labels.shape\[:-1\] \+ \[C\].* got shape \[2, 2\] for labels of shape \[3, 10\]"),
-        (lambda: syncfree.stratified_sample(labels, 4, torch.zeros(3, 1, 2, dtype=torch.int64)), RuntimeError,
-         r"class_quota must have shape"),
-        (lambda: syncfree.stratified_sample(labels, 4, torch.zeros((), dtype=torch.int64)), RuntimeError,
-         r"class_quota must have shape"),
-        (lambda: syncfree.stratified_sample(labels, 4, torch.zeros(2, dtype=torch.int32)), RuntimeError,
-         r"class_quota must be an int64 tensor, got dtype Int"),
-        (lambda: syncfree.stratified_sample(labels, 4, torch.zeros(2)), RuntimeError,
-         r"class_quota must be an int64 tensor, got dtype Float"),
-        (lambda: syncfree.stratified_sample(labels, 4, torch.zeros(2, dtype=torch.int64, device="meta")), RuntimeError,
-         r"class_quota must be on the labels' device cpu, got a tensor on meta"),
-        (lambda: syncfree.stratified_sample(labels, 4, [1.0, 2]), TypeError,
-         r"class_quota\[0\] must be an int, got float"),
-        (lambda: syncfree.stratified_sample(labels, 4, [True]), TypeError,
-         r"class_quota\[0\] must be an int, got bool"),
-        (lambda: syncfree.stratified_sample(labels, 4, 3), TypeError,
-         r"class_quota must be a sequence of ints or an int64 tensor, got int"),
-        (lambda: syncfree.stratified_sample(labels.tolist(), 4, [1]), TypeError,
-         r"labels must be a torch.Tensor, got list"),
-        (lambda: syncfree.stratified_sample(labels, 4, [1], fill=None), TypeError,
-         r"fill must be a bool, got NoneType"),
-        (lambda: syncfree.stratified_sample(labels, 4, [1], seed=1, generator=torch.Generator()), RuntimeError,
-         r"seed and generator are mutually exclusive"),
-    ]
-    for call, error, pattern in cases:
-        with pytest.raises(error, match=pattern):
-            call()
-
-
-def test_host_quota_sequences_of_other_types():
-    labels = torch.tensor([0, 1, 1, 0, 2])
-    a = syncfree.stratified_sample(labels, 3, (1, 1, 1), seed=1)
-    b = syncfree.stratified_sample(labels, 3, [1, 1, 1], seed=1)
-    c = syncfree.stratified_sample(labels, 3, torch.tensor([1, 1, 1]).numpy(), seed=1)
-    assert torch.equal(a[0], b[0]) and torch.equal(a[0], c[0])
-
-
-def test_meta_shapes():
-    labels = torch.empty(2, 3, 50, dtype=torch.int64, device="meta")
-    idx, valid = OPS.stratified_sample(labels, 7, torch.empty(2, 3, 4, dtype=torch.int64, device="meta"))
-    assert idx.shape == (2, 3, 7) and valid.dtype == torch.bool and idx.device.type == "meta"
-    with pytest.raises(RuntimeError, match="class_quota must be an int64 tensor"):
-        OPS.stratified_sample(labels, 7, torch.empty(4, device="meta"))
-
-
-# --- gather -------------------------------------------------------------------------
-
-def manual_gather(features, labels, idx, valid):
-    B = math.prod(labels.shape[:-1])
-    N, K = labels.shape[-1], idx.shape[-1]
-    f = features.reshape(B, N, -1)
-    i = idx.reshape(B, K).clamp_min(0)
-    out = torch.gather(f, 1, i.unsqueeze(-1).expand(B, K, f.shape[-1]))
-    out = out * valid.reshape(B, K, 1)
-    lab = torch.where(valid.reshape(B, K), labels.reshape(B, N).to(torch.int64).gather(1, i), -1)
-    return out.reshape(idx.shape + features.shape[labels.dim():]), lab.reshape(idx.shape)
-
-
-def test_gather_sampled_values_and_gradients():
-    gen = torch.Generator().manual_seed(12)
-    labels = random_labels((2, 3, 40), 3, gen)
-    features = torch.randn(2, 3, 40, 5, generator=gen, requires_grad=True)
-    idx, valid = syncfree.stratified_sample(labels, 12, [3, 3, 3], seed=15)
-    feats, labs = syncfree.gather_sampled(features, labels, idx, valid)
-    want_f, want_l = manual_gather(features, labels, idx, valid)
-    assert torch.equal(feats, want_f) and torch.equal(labs, want_l)
-    weights = torch.randn(feats.shape, generator=gen)
-    (grad,) = torch.autograd.grad((feats * weights).sum(), features)
-    (want_grad,) = torch.autograd.grad((want_f * weights).sum(), features)
-    assert torch.allclose(grad, want_grad)
-    # Also for balanced_sample's output, and through stratified_sample_gather.
-    idx_b, valid_b = syncfree.balanced_sample(labels, 12, seed=15)
-    assert torch.equal(syncfree.gather_sampled(features, labels, idx_b, valid_b)[0],
-                       manual_gather(features, labels, idx_b, valid_b)[0])
-    sf, sl, sv = syncfree.stratified_sample_gather(features, labels, 12, [3, 3, 3], seed=15)
-    assert torch.equal(sf, feats) and torch.equal(sl, labs) and torch.equal(sv, valid)
-    (grad2,) = torch.autograd.grad((sf * weights).sum(), features)
-    assert torch.allclose(grad2, want_grad)
-    assert torch.autograd.gradcheck(
-        lambda f: syncfree.gather_sampled(f, labels, idx, valid)[0],
-        (features.detach().double().requires_grad_(),))
-
-
-def test_gather_sampled_no_grad_and_errors():
-    labels = torch.tensor([[0, 1, 2, 1]])
-    features = torch.randn(1, 4, 2)
-    idx, valid = syncfree.stratified_sample(labels, 3, [1, 1, 1], seed=0)
-    with torch.no_grad():
-        f, l = syncfree.gather_sampled(features.requires_grad_(), labels, idx, valid)
-    assert not f.requires_grad
-    with pytest.raises(RuntimeError, match=r"index 7 of a valid slot is outside \[0, 4\)"):
-        syncfree.gather_sampled(features, labels, torch.tensor([[7, 0, 1]]), valid)
-    with pytest.raises(RuntimeError, match=r"gather_sampled: features must have shape \[\.\.\., N, \*F\]"):
-        syncfree.gather_sampled(torch.randn(1, 5), labels, idx, valid)
-    with pytest.raises(RuntimeError, match="gather_sampled: indices must be int64 and valid bool, got Int"):
-        syncfree.gather_sampled(features, labels, idx.int(), valid)
-    with pytest.raises(RuntimeError, match=r"gather_sampled: indices and valid must have shape"):
-        syncfree.gather_sampled(features, labels, idx[0], valid[0])
-    with pytest.raises(RuntimeError, match="stratified_sample_gather: features must have shape"):
-        syncfree.stratified_sample_gather(torch.randn(1, 5), labels, 3, [1, 1, 1])
-    with pytest.raises(TypeError, match="indices must be a torch.Tensor"):
-        syncfree.gather_sampled(features, labels, [0, 1, 2], valid)
-
-
-# --- TorchScript, torch.compile, opcheck ------------------------------------------------
-
-def scripted_list(labels: torch.Tensor, seed: int):
-    return syncfree.stratified_sample(labels, 9, [2, 3, 1], True, seed)
-
-
-def scripted_tensor(labels: torch.Tensor, quota: torch.Tensor, features: torch.Tensor):
-    idx, valid = syncfree.stratified_sample(labels, 9, quota, fill=False, seed=4)
-    feats, labs = syncfree.gather_sampled(features, labels, idx, valid)
-    out = syncfree.stratified_sample_gather(features, labels, 9, quota, False, 4)
-    return idx, valid, feats, labs, out[0]
-
-
-def scripted_bad_quota(labels: torch.Tensor):
-    return syncfree.stratified_sample(labels, 2, [2, 1])
-
-
-def test_torchscript():
-    gen = torch.Generator().manual_seed(13)
-    labels = random_labels((4, 30), 3, gen)
-    features = torch.randn(4, 30, 2, generator=gen)
-    quota = torch.tensor([3, 1, 2])
-    f = torch.jit.script(scripted_list)
-    want = syncfree.stratified_sample(labels, 9, [2, 3, 1], True, 5)
-    got = f(labels, 5)
-    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
-    g = torch.jit.script(scripted_tensor)
-    got = g(labels, quota, features)
-    want = scripted_tensor(labels, quota, features)
-    for a, b in zip(got, want):
-        assert torch.equal(a, b)
-    h = torch.jit.script(scripted_bad_quota)
-    with pytest.raises(Exception, match="sum of class_quota must be <= num_samples"):
-        h(labels)
-
-
-def test_torch_compile_fullgraph_equals_eager():
-    torch._dynamo.reset()
-    gen = torch.Generator().manual_seed(14)
-    labels = random_labels((4, 50), 3, gen)
-    features = torch.randn(4, 50, 3, generator=gen, requires_grad=True)
-    quota = torch.randint(0, 5, (4, 3), generator=gen)
-
-    def step(features, labels, quota):
-        idx, valid = syncfree.stratified_sample(labels, 10, [3, 2, 4], seed=21)
-        feats, labs = syncfree.gather_sampled(features, labels, idx, valid)
-        sf, sl, sv = syncfree.stratified_sample_gather(features, labels, 10, quota, True, 22)
-        return idx, valid, labs, (feats ** 2).sum() + (sf * 3).sum(), sl, sv
-
-    try:
-        compiled = torch.compile(step, backend="aot_eager", fullgraph=True)
-        got = compiled(features, labels, quota)
-        want = step(features, labels, quota)
-        for a, b in zip(got, want):
-            assert torch.equal(a, b)
-        (g_got,) = torch.autograd.grad(got[3], features)
-        (g_want,) = torch.autograd.grad(want[3], features)
-        assert torch.allclose(g_got, g_want)
-        compiled_dyn = torch.compile(step, fullgraph=True, dynamic=True)
-        for B, N in ((4, 50), (6, 70)):
-            lab = random_labels((B, N), 3, gen)
-            feat = torch.randn(B, N, 3, generator=gen)
-            q = torch.randint(0, 5, (B, 3), generator=gen)
-            got = compiled_dyn(feat, lab, q)
-            want = step(feat, lab, q)
-            for a, b in zip(got, want):
-                assert torch.allclose(a, b) if a.is_floating_point() else torch.equal(a, b)
-    finally:
-        torch._dynamo.reset()
-
-
-@pytest.mark.skipif(not hasattr(torch.library, "opcheck"), reason="needs torch.library.opcheck")
-def test_opcheck():
-    gen = torch.Generator().manual_seed(15)
-    for dtype in LABEL_DTYPES:
-        for shape, K in (((20,), 6), ((3, 20), 6), ((2, 2, 15), 40), ((2, 0), 3), ((3, 20), 0)):
-            labels = random_labels(shape, 3, gen, dtype)
-            quota_shared = torch.tensor([2, 1, 3])
-            quota_rows = torch.randint(-1, 4, shape[:-1] + (3,), generator=gen)
-            for quota in (quota_shared, quota_rows):
-                torch.library.opcheck(OPS.stratified_sample.default, (labels, K, quota),
-                                      {"seed": 3, "fill": True})
-            features = torch.randn(shape + (2,), generator=gen, requires_grad=True)
-            idx, valid = OPS.stratified_sample(labels, K, quota_shared, seed=3)
-            torch.library.opcheck(OPS.gather_sampled.default, (features, labels, idx, valid))
-            torch.library.opcheck(OPS.stratified_sample_gather.default,
-                                  (features, labels, K, quota_shared), {"seed": 3})
-
-
-class AnchorSampler(torch.nn.Module):
-    """Per-class anchors for a dense contrastive loss (the README's example)."""
-
-    def forward(self, features, labels, quota):
-        idx, valid = syncfree.stratified_sample(labels, 12, quota, True, 31)
-        feats, labs = syncfree.gather_sampled(features, labels, idx, valid)
-        return feats, labs, valid
-
-
-@pytest.mark.skipif(not hasattr(torch, "export"), reason="needs torch.export")
-def test_torch_export():
-    gen = torch.Generator().manual_seed(16)
-    labels = random_labels((2, 40), 3, gen)
-    features = torch.randn(2, 40, 4, generator=gen)
-    quota = torch.tensor([[4, 4, 4], [2, 0, 6]])
-    exported = torch.export.export(AnchorSampler(), (features, labels, quota))
-    got = exported.module()(features, labels, quota)
-    want = AnchorSampler()(features, labels, quota)
-    for a, b in zip(got, want):
-        assert torch.equal(a, b)
-    targets = {str(n.target) for n in exported.graph.nodes if n.op == "call_function"}
-    assert "syncfree.stratified_sample.default" in targets
-
-
 def test_results_do_not_depend_on_the_thread_count():
     # Large enough that the rows are split over threads (cpu/parallel.h):
     # 64 rows of 2 * 20000 + 12 * 512 units each.
@@ -701,18 +384,3 @@ def test_results_do_not_depend_on_the_thread_count():
         torch.set_num_threads(before)
     assert torch.equal(one[0], many[0]) and torch.equal(one[1], many[1])
     assert int(one[1].sum()) > 0
-
-
-def test_gather_sampled_backward_ignores_invalid_slots_with_any_index():
-    # An invalid slot's index is never used, in the forward or the backward,
-    # whatever it holds (here past the end and negative).
-    features = torch.randn(1, 4, 3, requires_grad=True)
-    labels = torch.zeros(1, 4, dtype=torch.long)
-    indices = torch.tensor([[2, 10, -7]])
-    valid = torch.tensor([[True, False, False]])
-    sampled, sampled_labels = syncfree.gather_sampled(features, labels, indices, valid)
-    sampled.sum().backward()
-    expected = torch.zeros(1, 4, 3)
-    expected[0, 2] = 1
-    assert torch.equal(features.grad, expected)
-    assert sampled_labels.tolist() == [[0, -1, -1]]

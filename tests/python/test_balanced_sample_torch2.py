@@ -22,10 +22,9 @@ from torch._dynamo.testing import CompileCounterWithBackend
 from torch._dynamo.utils import counters
 
 import syncfree
-from checks import check_sample
+from checks import LABEL_DTYPES, check_sample
 
 OPS = torch.ops.syncfree
-LABEL_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
 
 
 @pytest.fixture(autouse=True)

@@ -1,4 +1,5 @@
-"""Meta shapes, the gather op, autograd, TorchScript and the C++ op surface."""
+"""syncfree.balanced_sample_gather: Meta shapes, values against a manual gather,
+lazy views, bool labels, empty rows, and gradients."""
 import pytest
 import torch
 
@@ -115,39 +116,3 @@ def test_gather_gradient_of_empty_rows_is_zero():
     f, _, v = syncfree.balanced_sample_gather(features, torch.zeros(2, 0, dtype=torch.int64), 4)
     f.sum().backward()
     assert features.grad.shape == (2, 0, 3) and not bool(v.any())
-
-
-def test_torchscript_function_calls_the_ops():
-    @torch.jit.script
-    def sample(labels: torch.Tensor, features: torch.Tensor):
-        idx, valid = torch.ops.syncfree.balanced_sample(labels, 6, 0.5, seed=11)
-        f, l, v = torch.ops.syncfree.balanced_sample_gather(features, labels, 6, seed=11)
-        return idx, valid, f
-
-    labels = torch.randint(0, 2, (2, 20))
-    features = torch.randn(2, 20, 3)
-    idx, valid, f = sample(labels, features)
-    ref_idx, ref_valid = syncfree.balanced_sample(labels, 6, seed=11)
-    assert torch.equal(idx, ref_idx) and torch.equal(valid, ref_valid)
-    assert f.shape == (2, 6, 3)
-
-
-def test_schema_is_the_documented_one():
-    schema = str(torch.ops.syncfree.balanced_sample.default._schema)
-    assert schema == (
-        "syncfree::balanced_sample(Tensor labels, int num_samples, float positive_fraction=0.5, *, "
-        "int negative_label=0, bool fill_positives=True, int? seed=None, Generator? generator=None) "
-        "-> (Tensor indices, Tensor valid)"
-    )
-
-
-def test_version_mismatch_is_loud(monkeypatch):
-    import importlib
-
-    import syncfree._build_info as info
-
-    monkeypatch.setattr(info, "TORCH_VERSION", "0.0.1-not-this-torch")
-    with pytest.raises(ImportError, match=r"compiled against torch 0\.0\.1-not-this-torch, but torch .* is installed"):
-        importlib.reload(syncfree)
-    monkeypatch.undo()
-    importlib.reload(syncfree)

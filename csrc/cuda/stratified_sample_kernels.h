@@ -32,7 +32,7 @@
 #include <cstdint>
 
 #include "core/stratified.h"
-#include "cuda/balanced_sampler.h"  // LabelType, RandomSource
+#include "cuda/common.h"  // LabelType, RandomSource
 
 namespace syncfree {
 namespace cuda {

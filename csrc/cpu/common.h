@@ -1,0 +1,94 @@
+// csrc/cpu: the CPU backend.
+//   <op>_cpu.cpp  the op's CPU kernels around the framework-free core
+//                 (csrc/core); each file registers its own kernels
+//                 (TORCH_LIBRARY_IMPL(syncfree, CPU)).
+//   common.h      (this file) what every CPU kernel shares: the draw of a
+//                 call's (seed, offset), the split of work over threads, the
+//                 offset of a row of labels.
+// A new op adds <op>_cpu.cpp (and lists it in CMakeLists.txt).
+#pragma once
+
+#include <ATen/ATen.h>
+#include <ATen/CPUGeneratorImpl.h>
+#include <ATen/Dispatch_v2.h>
+#include <ATen/Parallel.h>
+#include <ATen/core/Generator.h>
+#include <c10/util/Optional.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <mutex>
+
+#include "ops/common.h"  // check_generator_device
+
+namespace syncfree {
+namespace ops {
+
+// --- randomness ------------------------------------------------------------------
+
+// seed/offset of a call into p (any params struct with seed and offset): the
+// user's seed with offset 0, or one 64-bit draw from the generator (the given
+// one or the default CPU generator), advancing it by exactly one random64()
+// per call, whatever the data.
+template <typename Params>
+void draw_seed(const char* op, const c10::optional<int64_t>& seed,
+               const c10::optional<at::Generator>& generator, Params* p) {
+  p->offset = 0;
+  if (seed.has_value()) {
+    p->seed = static_cast<uint64_t>(*seed);
+    return;
+  }
+  check_generator_device(op, generator, at::Device(at::kCPU));
+  auto* gen = at::get_generator_or_default<at::CPUGeneratorImpl>(
+      generator, at::detail::getDefaultCPUGenerator());
+  std::lock_guard<std::mutex> lock(gen->mutex_);
+  p->seed = gen->random64();
+}
+
+// --- threads -----------------------------------------------------------------------
+
+// Work estimates are in units of about one label compacted (about 1 ns on the
+// benchmark machine; measured on one thread: compaction 1.0 ns per label, the
+// slots 10 to 14 ns each, the gather of 64-byte feature rows 4 to 7 ns per
+// slot while the features fit in the caches, up to 25 ns beyond).
+//
+// A phase runs in parallel only when it holds more than kParallelWork, so
+// that every task gets at least half of it: at::parallel_for runs a range of
+// at most `grain` units on the calling thread, and splits a larger one into
+// tasks of at least grain / 2 units. Twice ATen's own grain (32768 elements of
+// an elementwise kernel), as one unit here costs about as much as a few
+// elements of a vectorized elementwise kernel: tasks of at least about 30 us
+// on the benchmark machine. Below that, a parallel region costs more than it
+// saves: waking the pool's threads costs microseconds, and when another process
+// keeps a core busy (a DataLoader worker) a thread of the pool that is not
+// scheduled holds the call up for a scheduler time slice, milliseconds.
+constexpr int64_t kParallelWork = 2 * at::internal::GRAIN_SIZE;
+
+// The at::parallel_for grain for units of about unit_work units of work each.
+inline int64_t parallel_grain(int64_t unit_work) {
+  unit_work = std::max<int64_t>(unit_work, 1);
+  return std::max<int64_t>(1, (kParallelWork + unit_work - 1) / unit_work);
+}
+
+// --- labels --------------------------------------------------------------------------
+
+// Element offset of row r's first label, for any strides of the leading dims.
+inline int64_t row_offset(const at::Tensor& labels, int64_t r) {
+  int64_t offset = 0;
+  for (int64_t d = labels.dim() - 2; d >= 0; --d) {
+    const int64_t size = labels.size(d);
+    offset += (r % size) * labels.stride(d);
+    r /= size;
+  }
+  return offset;
+}
+
+}  // namespace ops
+}  // namespace syncfree
+
+// Runs the lambda (a [&] { ... } body) with scalar_t the C++ type of the
+// label dtype TYPE: every dtype of ops::is_supported_label_dtype (bool, the
+// integer dtypes, and the unsigned ones that ATen calls barebones).
+#define SYNCFREE_DISPATCH_LABEL_TYPES(TYPE, NAME, ...)                                 \
+  AT_DISPATCH_V2(TYPE, NAME, AT_WRAP(__VA_ARGS__), AT_EXPAND(AT_INTEGRAL_TYPES),       \
+                 AT_EXPAND(AT_BAREBONES_UNSIGNED_TYPES), at::kBool)

@@ -1,0 +1,70 @@
+// csrc/cuda: the CUDA backend.
+//   <op>_kernels.{h,cu}  framework-free kernels and their launchers (plain
+//                        pointers, a plain argument struct, a stream; no torch
+//                        header), tested on their own by tests/cuda/.
+//   <op>_cuda.cu         the op's torch adapter: checks (ops/<op>.h), device
+//                        guard, allocation, generator draw, launch; registers
+//                        the op's CUDA kernels (TORCH_LIBRARY_IMPL(syncfree, CUDA)).
+//   common.h             (this file) what every op's launchers share.
+//   adapter.h            what every op's torch adapter shares.
+// A new op adds <op>_kernels.{h,cu} and <op>_cuda.cu (and lists them in
+// CMakeLists.txt); another GPU backend gets a folder of its own beside this one.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace syncfree {
+namespace cuda {
+
+// The label dtypes the kernels read (ops/common.h lists the same set).
+enum class LabelType { kBool, kUInt8, kInt8, kInt16, kInt32, kInt64, kUInt16, kUInt32, kUInt64 };
+
+// f(T{}) for the C++ type T of a label type: the kernels' dtype dispatch,
+// shared by every op's launcher.
+template <typename F>
+cudaError_t with_label_type(LabelType type, const F& f) {
+  switch (type) {
+    case LabelType::kBool: return f(bool{});
+    case LabelType::kUInt8: return f(uint8_t{});
+    case LabelType::kInt8: return f(int8_t{});
+    case LabelType::kInt16: return f(int16_t{});
+    case LabelType::kInt32: return f(int32_t{});
+    case LabelType::kInt64: return f(int64_t{});
+    case LabelType::kUInt16: return f(uint16_t{});
+    case LabelType::kUInt32: return f(uint32_t{});
+    case LabelType::kUInt64: return f(uint64_t{});
+  }
+  return cudaErrorInvalidValue;
+}
+
+// Where (seed, offset) come from. With seed_ptr == nullptr they are the
+// values below. Otherwise (inside a CUDA graph capture) the kernels read
+// seed = *seed_ptr and offset = *offset_ptr + offset_extra on the device, so
+// every replay of the graph draws fresh samples.
+struct RandomSource {
+  uint64_t seed = 0;
+  uint64_t offset = 0;
+  const int64_t* seed_ptr = nullptr;
+  const int64_t* offset_ptr = nullptr;
+  uint64_t offset_extra = 0;
+};
+
+#ifdef __CUDACC__
+// The call's seed and offset into params (any params struct with seed and
+// offset): from the arguments, or (inside a CUDA graph) read on the device.
+template <typename Params>
+__device__ void set_random(const RandomSource& random, Params* params) {
+  if (random.seed_ptr != nullptr) {
+    params->seed = static_cast<uint64_t>(*random.seed_ptr);
+    params->offset = static_cast<uint64_t>(*random.offset_ptr) + random.offset_extra;
+  } else {
+    params->seed = random.seed;
+    params->offset = random.offset;
+  }
+}
+#endif
+
+}  // namespace cuda
+}  // namespace syncfree
