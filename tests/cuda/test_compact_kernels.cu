@@ -199,6 +199,29 @@ TEST(CompactKernels, Int64EqualsCpu) {
   check_type<int64_t>(cuda::MaskType::kInt64);
 }
 
+// A few calls on both launch paths, small enough for compute-sanitizer
+// (the device check runs *SanitizerCase* under memcheck, racecheck,
+// initcheck and synccheck).
+TEST(CompactKernels, SanitizerCase) {
+  SKIP_WITHOUT_GPU();
+  std::mt19937_64 rng(5);
+  for (const Mask m : {Mask{5, 1000, 1000, 1}, Mask{3, 20000, 20000, 1}, Mask{2, 9000, 27001, 3}}) {
+    const HostData<bool> data =
+        random_data<bool>(static_cast<size_t>(m.rows * m.row_stride), 0.4, &rng);
+    for (const int64_t k : {int64_t{0}, int64_t{100}, int64_t{30000}}) {
+      const Result want = reference(data, m, k);
+      for (const bool multi : {false, true}) {
+        Result got;
+        run_gpu(data, m, k, cuda::MaskType::kBool, multi, &got);
+        if (::testing::Test::HasFatalFailure()) return;
+        EXPECT_EQ(got.indices, want.indices) << m.n << " " << k << " " << multi;
+        EXPECT_EQ(got.valid, want.valid);
+        EXPECT_EQ(got.count, want.count);
+      }
+    }
+  }
+}
+
 // Runs without a GPU: shape rules and workspace sizes are host code.
 TEST(CompactKernels, WorkspaceAndShapeRules) {
   cuda::CompactArgs a;

@@ -1,9 +1,6 @@
 """syncfree.compact under torch.compile (fullgraph, dynamic shapes),
 torch.export (strict, non-strict, dynamic, saved and loaded) and
-torch.library.opcheck (CPU).
-
-The point of the operator: `torch.where(mask)[0]` breaks a graph (its size
-depends on the data); compact keeps it whole.
+torch.library.opcheck (CPU): static shapes, so one graph whatever the data.
 """
 import itertools
 
@@ -88,18 +85,6 @@ def test_dynamic_with_two_batch_dimensions_and_int_masks():
         mask = random_mask(shape, 0.4, torch.int32, seed=i)
         assert_same(compiled(mask), step(mask))
     assert cnt.frame_count == 1
-
-
-def test_where_breaks_the_graph_and_compact_does_not():
-    # The baseline this operator removes: a data-dependent size breaks
-    # fullgraph compilation (unless capture_dynamic_output_shape_ops is set).
-    def with_where(mask):
-        return torch.where(mask)[0] * 2
-
-    with pytest.raises(Exception):
-        torch.compile(with_where, backend="eager", fullgraph=True)(torch.tensor([True, False, True]))
-    compiled = torch.compile(lambda m: syncfree.compact(m, 2)[0] * 2, backend="eager", fullgraph=True)
-    assert compiled(torch.tensor([True, False, True])).tolist() == [0, 4]
 
 
 # --- torch.export ---------------------------------------------------------------
