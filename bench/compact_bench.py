@@ -13,7 +13,7 @@ Per configuration (B rows of N elements, a density of true elements, K slots):
 Every baseline's indices are checked equal to compact's once per
 configuration. The four run side by side in one process, alternating call by
 call; medians, and each baseline's median over compact's (above 1: compact is
-faster).
+faster); the JSON also holds each method's minimum.
 
     python3 bench/compact_bench.py [--batches 1,8,64] [--sizes 1e3,1e4,1e5,1e6]
                                    [--densities 0.01,0.1,0.5] [--ks 256,N]
@@ -64,7 +64,7 @@ def timed(fn):
 
 
 def measure(fns, min_time, min_reps):
-    """Alternates the functions call by call; returns their median times."""
+    """Alternates the functions call by call; returns their median and minimum times."""
     for fn in fns:
         fn()  # warm-up
     times = [[] for _ in fns]
@@ -76,7 +76,7 @@ def measure(fns, min_time, min_reps):
             spent += dt
         if len(times[0]) >= min_reps and spent > 20 * min_time:
             break
-    return [statistics.median(t) for t in times], len(times[0])
+    return [statistics.median(t) for t in times], [min(t) for t in times], len(times[0])
 
 
 def main():
@@ -118,12 +118,14 @@ def main():
                     assert torch.equal(nonzero_pad_loop(mask, k), ours[0])
                     batched = nonzero_pad_batched(mask, k)
                     assert torch.equal(batched[0], ours[0]) and torch.equal(batched[1], ours[2])
-                    (t_c, t_s, t_l, t_b), reps = measure(
+                    (t_c, t_s, t_l, t_b), mins, reps = measure(
                         [lambda: syncfree.compact(mask, k), lambda: nonzero_static_rows(mask, k),
                          lambda: nonzero_pad_loop(mask, k), lambda: nonzero_pad_batched(mask, k)],
                         args.min_time, args.min_reps)
                     rows.append(dict(batch=b, n=n, density=density, k=k, compact_s=t_c, nonzero_static_s=t_s,
-                                     nonzero_pad_loop_s=t_l, nonzero_pad_batched_s=t_b, reps=reps))
+                                     nonzero_pad_loop_s=t_l, nonzero_pad_batched_s=t_b, reps=reps,
+                                     min_s=dict(zip(["compact", "nonzero_static", "nonzero_pad_loop",
+                                                     "nonzero_pad_batched"], mins))))
                     print(f"{b:>3} {n:>8} {density:>5.2f} {k:>8} {t_c * 1e3:>11.4f} {t_s * 1e3:>12.4f} "
                           f"{t_s / t_c:>6.2f} {t_l * 1e3:>14.4f} {t_l / t_c:>6.2f} {t_b * 1e3:>15.4f} "
                           f"{t_b / t_c:>6.2f} {reps:>5}", flush=True)

@@ -1,9 +1,10 @@
 // CPU backend of syncfree::compact: the torch adapter around the
 // framework-free rule (core/mask_compact.h).
 //
-// Rows of at most kRowChunk elements: one pass per row (branch-free writes
-// up to K, then counting only), rows in parallel. Longer rows are cut into
-// chunks of kRowChunk so that one long row also spreads over threads:
+// Rows of at most kRowChunk elements, or at least as many rows as threads:
+// one pass per row (branch-free writes up to K, then counting only), rows in
+// parallel. Fewer, longer rows are cut into chunks of kRowChunk so that one
+// long row also spreads over threads:
 //   1. count every (row, chunk) pair's true elements;
 //   2. turn each row's counts into prefix sums (the row's count is the total);
 //   3. every (row, chunk) pair whose prefix is below K writes its positions
@@ -65,7 +66,9 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> compact_cpu(const at::Tensor& mas
 
   AT_DISPATCH_INTEGRAL_TYPES_AND(at::kBool, mask.scalar_type(), "compact_cpu", [&] {
     const scalar_t* data = mask.data_ptr<scalar_t>();
-    if (n <= kRowChunk) {
+    // Chunks only pay (a second pass over the counted part) when there are
+    // fewer rows than threads; the results are the same either way.
+    if (n <= kRowChunk || rows >= at::get_num_threads()) {
       at::parallel_for(0, rows, parallel_grain(write_work(n) + finish_work(k)),
                        [&](int64_t begin, int64_t end) {
                          for (int64_t r = begin; r < end; ++r) {

@@ -73,6 +73,7 @@ def test_equals_nonzero_static_per_row(n, density):
     true_count = int(mask.sum(-1).max())
     for k in sorted({0, 1, 7, n // 2, true_count, max(true_count - 1, 0), n, n + 5}):
         check(mask, k)
+        check(mask[1:2], k)  # one row: long rows are split over threads
 
 
 @pytest.mark.parametrize("dtype", MASK_DTYPES, ids=lambda d: str(d).replace("torch.", ""))
@@ -165,15 +166,18 @@ def test_strides(n):
 
 
 def test_results_do_not_depend_on_the_thread_count():
+    # One thread: one pass per row; four: the long rows (fewer than the
+    # threads) are cut into chunks counted and written in parallel.
     gen = torch.Generator().manual_seed(5)
-    mask = random_mask((3, 5 * 65536 + 11), 0.3, gen=gen)
-    small = random_mask((300, 500), 0.3, gen=gen)
+    masks = [random_mask((3, 5 * 65536 + 11), 0.3, gen=gen), random_mask((1, 300000), 0.01, gen=gen),
+             random_mask((300, 500), 0.3, gen=gen)]
+    sizes = [70000, 2000, 100]
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
-        one = [syncfree.compact(mask, 70000), syncfree.compact(small, 100)]
-        torch.set_num_threads(max(threads, 2))
-        many = [syncfree.compact(mask, 70000), syncfree.compact(small, 100)]
+        one = [syncfree.compact(m, k) for m, k in zip(masks, sizes)]
+        torch.set_num_threads(4)
+        many = [syncfree.compact(m, k) for m, k in zip(masks, sizes)]
     finally:
         torch.set_num_threads(threads)
     for a, b in zip(one, many):
