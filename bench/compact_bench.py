@@ -12,7 +12,7 @@ Per configuration (B rows of N elements, a density of true elements, K slots):
   count from ``sum`` (what a careful user writes).
 Every baseline's indices are checked equal to compact's once per
 configuration. The four run side by side in one process, alternating call by
-call; medians, and each baseline's median over compact's (above 1: compact is
+call (the order rotates every round); medians, and each baseline's median over compact's (above 1: compact is
 faster); the JSON also holds each method's minimum.
 
     python3 bench/compact_bench.py [--batches 1,8,64] [--sizes 1e3,1e4,1e5,1e6]
@@ -70,9 +70,12 @@ def measure(fns, min_time, min_reps):
     times = [[] for _ in fns]
     spent = 0.0
     while len(times[0]) < min_reps or spent < len(fns) * min_time:
-        for t, fn in zip(times, fns):
-            dt = timed(fn)
-            t.append(dt)
+        # A different order each round, so that no method always runs just
+        # after the same other one (whose frees may leave the heap trimmed).
+        first = len(times[0]) % len(fns)
+        for j in list(range(first, len(fns))) + list(range(first)):
+            dt = timed(fns[j])
+            times[j].append(dt)
             spent += dt
         if len(times[0]) >= min_reps and spent > 20 * min_time:
             break
