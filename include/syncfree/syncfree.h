@@ -127,4 +127,12 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled(const at::Tensor& features,
                                                   const at::Tensor& indices,
                                                   const at::Tensor& valid);
 
+// A batched torch.nonzero_static with a count. mask [..., N] (bool or
+// integer: nonzero is true) -> (indices int64 [..., size], valid bool
+// [..., size], count int64 [...]): per row, slots [0, min(count, size)) hold
+// the positions of the row's first true elements in increasing order, the
+// others -1 and valid = false; count is the row's number of true elements
+// (it may exceed size). No host-device synchronization.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> compact(const at::Tensor& mask, int64_t size);
+
 }  // namespace syncfree

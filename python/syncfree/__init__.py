@@ -7,10 +7,12 @@
     indices, valid = syncfree.stratified_sample(labels, 256, [64, 64, 128])
     feats, labs = syncfree.gather_sampled(features, labels, indices, valid)
 
+    indices, valid, count = syncfree.compact(mask, 64)
+
 The operators are also reachable as ``torch.ops.syncfree.balanced_sample``,
 ``torch.ops.syncfree.balanced_sample_gather``, ``torch.ops.syncfree.stratified_sample``,
-``torch.ops.syncfree.stratified_sample_gather`` and ``torch.ops.syncfree.gather_sampled``
-once this package is imported.
+``torch.ops.syncfree.stratified_sample_gather``, ``torch.ops.syncfree.gather_sampled`` and
+``torch.ops.syncfree.compact`` once this package is imported.
 """
 import os as _os
 
@@ -48,6 +50,7 @@ _load_library()
 
 from .ops import balanced_sample, balanced_sample_gather  # noqa: E402
 from .ops import gather_sampled, stratified_sample, stratified_sample_gather  # noqa: E402
+from .ops import compact  # noqa: E402
 
 __all__ = [
     "balanced_sample",
@@ -55,5 +58,6 @@ __all__ = [
     "stratified_sample",
     "stratified_sample_gather",
     "gather_sampled",
+    "compact",
     "__version__",
 ]

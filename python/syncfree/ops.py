@@ -308,3 +308,34 @@ def stratified_sample_gather(
     return torch.ops.syncfree.stratified_sample_gather(
         features, labels, num_samples, quota, fill=fill, seed=seed, generator=generator
     )
+
+
+def compact(mask: Tensor, size: int) -> Tuple[Tensor, Tensor, Tensor]:
+    """The positions of each row's first ``size`` true elements: a batched
+    ``torch.nonzero_static`` with a count.
+
+    Static shapes, no host-device synchronization, any number of leading
+    (batch) dimensions; callable from TorchScript and ``torch.compile``. This
+    is what replaces ``torch.where(mask)[0]`` in a static graph.
+
+    Args:
+        mask: ``[..., N]`` bool or integer tensor (uint8, int8, int16, int32,
+            int64), any strides. An element is true when it is nonzero, as for
+            ``torch.nonzero``.
+        size: K >= 0, the number of output slots per row.
+
+    Returns:
+        ``(indices, valid, count)``. ``indices`` (int64, ``[..., K]``) holds in
+        slots ``[0, min(count, K))`` the positions along the last dimension of
+        the row's first true elements, in increasing order, and -1 in the
+        others; ``valid`` (bool, ``[..., K]``) marks the filled slots;
+        ``count`` (int64, ``[...]``) is the number of true elements of each
+        row, which may exceed K. For a 1-d mask, ``indices`` equals
+        ``torch.nonzero_static(mask, size=K).squeeze(1)``.
+    """
+    if not torch.jit.is_scripting():
+        if not isinstance(mask, torch.Tensor):
+            raise TypeError(f"syncfree.compact: mask must be a torch.Tensor, got {type(mask).__name__}")
+        if isinstance(size, bool) or not isinstance(size, int):
+            raise TypeError(f"syncfree.compact: size must be an int, got {type(size).__name__}")
+    return torch.ops.syncfree.compact(mask, size)

@@ -276,3 +276,20 @@ TEST(Api, StratifiedGatherAndPublicGather) {
       1, indices.clamp_min(0), valid.to(at::kFloat));
   EXPECT_TRUE(at::equal(features.grad().select(2, 0), picked));
 }
+
+TEST(Api, CompactEqualsNonzeroPerRow) {
+  const at::Tensor mask = at::rand({3, 70000}) < 0.2;
+  const int64_t k = 5000;
+  auto [indices, valid, count] = syncfree::compact(mask, k);
+  ASSERT_EQ(indices.sizes(), (std::vector<int64_t>{3, k}));
+  ASSERT_EQ(count.sizes(), (std::vector<int64_t>{3}));
+  for (int64_t r = 0; r < 3; ++r) {
+    const at::Tensor nz = at::nonzero(mask[r]).squeeze(1);
+    const int64_t used = std::min<int64_t>(nz.size(0), k);
+    EXPECT_EQ(count[r].item<int64_t>(), nz.size(0));
+    EXPECT_TRUE(indices[r].slice(0, 0, used).equal(nz.slice(0, 0, used)));
+    EXPECT_TRUE((indices[r].slice(0, used) == -1).all().item<bool>());
+    EXPECT_EQ(valid[r].sum().item<int64_t>(), used);
+  }
+  EXPECT_THROW(syncfree::compact(mask, -1), c10::Error);
+}

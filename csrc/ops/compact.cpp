@@ -1,0 +1,106 @@
+// compact: schema (written once), argument checks, the Meta kernel and the
+// C++ API. The CPU kernel lives in csrc/cpu/compact_cpu.cpp, the CUDA one in
+// csrc/cuda/compact_cuda.cu, the rule in csrc/core/mask_compact.h.
+#include "ops/compact.h"
+
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include <limits>
+#include <vector>
+
+#include "syncfree/syncfree.h"
+
+namespace syncfree {
+namespace ops {
+
+namespace {
+
+bool is_mask_dtype(at::ScalarType t) {
+  switch (t) {
+    case at::kBool:
+    case at::kByte:
+    case at::kChar:
+    case at::kShort:
+    case at::kInt:
+    case at::kLong:
+      return true;
+    default:
+      return false;
+  }
+}
+
+c10::SymInt sym_rows(const at::Tensor& mask) {
+  c10::SymInt rows = 1;
+  for (int64_t d = 0; d + 1 < mask.dim(); ++d) rows *= mask.sym_size(d);
+  return rows;
+}
+
+}  // namespace
+
+void check_compact_args(const at::Tensor& mask, int64_t size) {
+  TORCH_CHECK(mask.defined(), "syncfree.compact: mask must be a defined tensor");
+  TORCH_CHECK(mask.dim() >= 1,
+              "syncfree.compact: mask must have at least 1 dimension (shape [..., N]), got a "
+              "0-dim tensor");
+  TORCH_CHECK(is_mask_dtype(mask.scalar_type()),
+              "syncfree.compact: mask must be bool or an integer tensor (uint8, int8, int16, "
+              "int32, int64; nonzero counts as true), got dtype ",
+              mask.scalar_type());
+  TORCH_CHECK(size >= 0, "syncfree.compact: size must be >= 0, got ", size);
+  // Checked on concrete sizes only: a symbolic batch (torch.compile tracing)
+  // would get a guard for nothing, and the real kernel checks again.
+  const c10::optional<int64_t> rows = sym_rows(mask).maybe_as_int();
+  TORCH_CHECK(size == 0 || !rows.has_value() ||
+                  *rows <= std::numeric_limits<int64_t>::max() / size,
+              "syncfree.compact: the output would have ", rows.value_or(0), " x ", size,
+              " elements, more than int64 can index");
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> empty_compact_outputs(const at::Tensor& mask,
+                                                                     int64_t size) {
+  const auto mask_sizes = mask.sym_sizes();
+  std::vector<c10::SymInt> lead(mask_sizes.begin(), mask_sizes.end() - 1);
+  std::vector<c10::SymInt> slots = lead;
+  slots.push_back(size);
+  return {at::empty_symint(slots, mask.options().dtype(at::kLong)),
+          at::empty_symint(slots, mask.options().dtype(at::kBool)),
+          at::empty_symint(lead, mask.options().dtype(at::kLong))};
+}
+
+int64_t compact_rows(const at::Tensor& mask) { return sym_rows(mask).expect_int(); }
+
+namespace {
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> compact_meta(const at::Tensor& mask,
+                                                            int64_t size) {
+  check_compact_args(mask, size);
+  return empty_compact_outputs(mask, size);
+}
+
+using CompactFn = std::tuple<at::Tensor, at::Tensor, at::Tensor>(const at::Tensor&, int64_t);
+
+}  // namespace
+}  // namespace ops
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> compact(const at::Tensor& mask, int64_t size) {
+  static auto op = c10::Dispatcher::singleton()
+                       .findSchemaOrThrow("syncfree::compact", "")
+                       .typed<ops::CompactFn>();
+  return op.call(mask, size);
+}
+
+}  // namespace syncfree
+
+TORCH_LIBRARY_FRAGMENT(syncfree, m) {
+  m.def("compact(Tensor mask, int size) -> (Tensor indices, Tensor valid, Tensor count)");
+}
+
+TORCH_LIBRARY_IMPL(syncfree, Meta, m) {
+  m.impl("compact", TORCH_FN(syncfree::ops::compact_meta));
+}
+
+// No differentiable output: autograd passes straight through.
+TORCH_LIBRARY_IMPL(syncfree, Autograd, m) {
+  m.impl("compact", torch::CppFunction::makeFallthrough());
+}
