@@ -10,6 +10,9 @@ from typing import List, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+from . import _without_cuda
+from ._build_info import CUDA_OPERATOR as _CUDA_OPERATOR
+
 
 def _check_python_types(op: str, tensors, fill_positives) -> None:
     # The schema accepts None for a bool and an undefined tensor for a Tensor;
@@ -105,6 +108,7 @@ def balanced_sample_gather(
     if not torch.jit.is_scripting():
         _check_python_types("balanced_sample_gather", [("features", features), ("labels", labels)],
                             fill_positives)
+        _without_cuda.check("balanced_sample_gather", labels, _CUDA_OPERATOR)
     return torch.ops.syncfree.balanced_sample_gather(
         features,
         labels,
@@ -265,6 +269,7 @@ def stratified_sample_gather(
     """
     if not torch.jit.is_scripting():
         _check_python_types("stratified_sample_gather", [("features", features), ("labels", labels)], True)
+        _without_cuda.check("stratified_sample_gather", labels, _CUDA_OPERATOR)
         if not isinstance(fill, bool):
             raise TypeError(f"syncfree.stratified_sample_gather: fill must be a bool, got {type(fill).__name__}")
         if not isinstance(class_quota, torch.Tensor):
