@@ -26,12 +26,14 @@ def fresh_dynamo():
     torch._dynamo.reset()
 
 
-def run_without_recompiling(step, steps=STEPS):
-    """Calls ``step(i)`` for i in [0, steps): the first call compiles, the others must
-    not recompile (dynamo raises RecompileError, naming the failed guard, if one does)."""
-    step(0)
+def run_without_recompiling(step, steps=STEPS, warmup=1):
+    """Calls ``step(i)`` for i in [0, warmup + steps): the first ``warmup`` calls compile,
+    the next ``steps`` must not recompile (dynamo raises RecompileError, naming the
+    failed guard, if one does)."""
+    for i in range(warmup):
+        step(i)
     with torch._dynamo.config.patch(error_on_recompile=True):
-        for i in range(1, steps):
+        for i in range(warmup, warmup + steps):
             step(i)
 
 
@@ -113,6 +115,7 @@ def tiny_faster_rcnn(box_batch_size_per_image=64):
         backbone, num_classes=3, min_size=128, max_size=128,
         rpn_anchor_generator=AnchorGenerator(sizes=((16, 32, 64),), aspect_ratios=((0.5, 1.0, 2.0),)),
         box_roi_pool=MultiScaleRoIAlign(["0"], 7, 2),
+        rpn_pre_nms_top_n_train=200, rpn_post_nms_top_n_train=200,  # a cheap NMS
         box_batch_size_per_image=box_batch_size_per_image)
 
 
@@ -125,10 +128,15 @@ def detection_batch(seed=1, images=2):
 
 
 def test_patched_detection_training_step_compiles_once():
+    # torchvision's own graph breaks are fine (each piece is a frame of its
+    # own), and so are its own recompilations in the first two steps
+    # (MultiScaleRoIAlign sets its scales on its first call); dynamic shapes,
+    # as the number of proposals changes from step to step. After that, no
+    # frame may recompile: nothing the patched sampler holds changes per call.
     model = sf_tv.patch(tiny_faster_rcnn())
     model.train()
     counter = torch._dynamo.testing.CompileCounter()
-    compiled = torch.compile(model, backend=counter)  # torchvision's own graph breaks are fine
+    compiled = torch.compile(model, backend=counter, dynamic=True)
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     history = []
 
@@ -143,9 +151,9 @@ def test_patched_detection_training_step_compiles_once():
         frames.append(counter.frame_count)
 
     frames = []
-    run_without_recompiling(step)
-    assert counter.frame_count > 0 and frames == [frames[0]] * STEPS
-    assert len(history) == STEPS and all(torch.isfinite(torch.tensor(list(h.values()))).all() for h in history)
+    run_without_recompiling(step, warmup=2)
+    assert counter.frame_count > 0 and frames[2:] == [frames[1]] * STEPS
+    assert len(history) == STEPS + 2 and all(torch.isfinite(torch.tensor(list(h.values()))).all() for h in history)
 
 
 def test_patched_model_step_compiled_with_syncfree_sampler():
@@ -181,18 +189,26 @@ def eager_losses(patched, draws, seed0):
 
 def test_patched_and_unpatched_losses_agree_in_distribution():
     # Both samplers draw uniformly random subsets with the same quotas, so each
-    # loss has the same distribution under both. Two-sample Kolmogorov-Smirnov
-    # test per loss, each at 2.5e-7: false-failure probability < 1e-6 in all
-    # (the losses take many values; ties make the test conservative).
+    # loss has the same distribution under both. A loss the sampling varies
+    # (objectness: 256 of the anchors; classifier: 64 of the proposals) gets a
+    # two-sample Kolmogorov-Smirnov test at 2.5e-7 (at most 4 tests: false-
+    # failure probability < 1e-6 in all; ties only make it conservative). A
+    # loss that does not vary (the box regressions here: every positive is
+    # taken) must be the same number under both samplers.
     from scipy.stats import ks_2samp
 
-    draws = 150
+    draws = 120
     theirs = eager_losses(False, draws, seed0=0)
     ours = eager_losses(True, draws, seed0=10_000)
     assert sorted(theirs) == sorted(ours) == sorted(
         ["loss_objectness", "loss_rpn_box_reg", "loss_classifier", "loss_box_reg"])
+    tested = []
     for k in theirs:
-        # The sampling varies every loss (otherwise the test would not test it).
+        if len(set(theirs[k])) == 1:
+            assert len(set(ours[k])) == 1 and ours[k][0] == pytest.approx(theirs[k][0], rel=1e-5), k
+            continue
         assert len(set(theirs[k])) > draws // 2 and len(set(ours[k])) > draws // 2, k
         p = ks_2samp(theirs[k], ours[k]).pvalue
         assert p > 2.5e-7, (k, p)
+        tested.append(k)
+    assert {"loss_objectness", "loss_classifier"} <= set(tested), tested
