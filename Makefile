@@ -97,10 +97,13 @@ test-python:
 
 # pip wheel . (with the CUDA operator where this build has it), installed
 # into a fresh venv that sees this torch, and the Python tests run against
-# the installed copy.
+# the installed copy. Where this build has the CUDA operator, the wheel is
+# built with setup.py's own choice (SYNCFREE_WITH_CUDA unset): it must pick
+# the CUDA operator by itself (CUDA torch and nvcc) and register its kernels.
 test-wheel:
 	cuda=$$(grep -q '^SYNCFREE_CUDA_OPERATOR:INTERNAL=ON' $(BUILD)/CMakeCache.txt && echo 1 || echo 0) && \
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SYNCFREE_WITH_CUDA=$$cuda SYNCFREE_EXPECT_CUDA_OPERATOR=$$cuda \
+	if [ $$cuda = 1 ]; then with_cuda=auto; else with_cuda=0; fi && \
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SYNCFREE_WITH_CUDA=$$with_cuda SYNCFREE_EXPECT_CUDA_OPERATOR=$$cuda \
 	TORCH_CUDA_ARCH_LIST="$(TORCH_CUDA_ARCH_LIST)" scripts/check-wheel.sh $(VENV) $(BUILD)/wheel
 
 # The core (no torch) under AddressSanitizer + UndefinedBehaviorSanitizer with

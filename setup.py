@@ -1,7 +1,13 @@
 """Builds the syncfree wheel against the torch of the building Python.
 
-    pip wheel --no-build-isolation .          # CPU operator
-    SYNCFREE_WITH_CUDA=1 TORCH_CUDA_ARCH_LIST="8.0;9.0" pip wheel --no-build-isolation .
+    pip install --no-build-isolation .        # or: pip wheel --no-build-isolation .
+    TORCH_CUDA_ARCH_LIST="8.0;9.0" pip install --no-build-isolation .
+
+The CUDA operator is built when torch is a CUDA build and nvcc is found
+(in $CUDA_HOME/bin, on PATH, or in /usr/local/cuda/bin), as torchvision's
+setup does; SYNCFREE_WITH_CUDA=0 leaves it out, SYNCFREE_WITH_CUDA=1 requires
+it (the build fails without it). The build prints its choice (pip shows it
+with -v).
 
 Drives the same CMake build as `make` (CMakeLists.txt holds the only list of
 sources) and packages the staged Python package, python/syncfree plus the
@@ -30,6 +36,41 @@ def torch_minor():
     return ".".join(torch.__version__.split("+")[0].split(".")[:2])
 
 
+def find_nvcc(environ=None):
+    """nvcc from $CUDA_HOME (or $CUDA_PATH), PATH, then /usr/local/cuda; None if none is found."""
+    environ = os.environ if environ is None else environ
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if environ.get(var):
+            nvcc = os.path.join(environ[var], "bin", "nvcc")
+            return nvcc if os.access(nvcc, os.X_OK) else None  # a set CUDA_HOME is what is meant
+    on_path = shutil.which("nvcc", path=environ.get("PATH", os.defpath))
+    if on_path:
+        return on_path
+    default = "/usr/local/cuda/bin/nvcc"
+    return default if os.access(default, os.X_OK) else None
+
+
+def cuda_choice(setting, torch_cuda, nvcc):
+    """(build the CUDA operator?, why) from SYNCFREE_WITH_CUDA ('0', '1', or unset/'auto'),
+    torch.version.cuda and the nvcc found. Raises RuntimeError when '1' cannot be met."""
+    setting = (setting or "auto").strip().lower()
+    if setting not in ("0", "1", "auto"):
+        raise RuntimeError(f"SYNCFREE_WITH_CUDA must be 0, 1 or unset (auto), got {setting!r}")
+    if setting == "0":
+        return False, "SYNCFREE_WITH_CUDA=0"
+    missing = []
+    if not torch_cuda:
+        missing.append("torch is a CPU build (torch.version.cuda is None)")
+    if not nvcc:
+        missing.append("nvcc not found (looked in $CUDA_HOME/bin, PATH and /usr/local/cuda/bin)")
+    if not missing:
+        return True, f"torch is a CUDA {torch_cuda} build, nvcc: {nvcc}"
+    if setting == "1":
+        raise RuntimeError("SYNCFREE_WITH_CUDA=1, but the CUDA operator cannot be built: "
+                           + "; ".join(missing))
+    return False, "; ".join(missing)
+
+
 def cmake_executable():
     # The cmake of the building environment (pip's cmake) before the system's.
     local = os.path.join(os.path.dirname(sys.executable), "cmake")
@@ -38,10 +79,14 @@ def cmake_executable():
 
 class CMakeBuild(build_ext):
     def run(self):
-        with_cuda = os.environ.get("SYNCFREE_WITH_CUDA") == "1"
+        import torch
+
+        nvcc = find_nvcc()
+        with_cuda, why = cuda_choice(os.environ.get("SYNCFREE_WITH_CUDA"), torch.version.cuda, nvcc)
+        print(f"syncfree: {'building' if with_cuda else 'not building'} the CUDA operator ({why})",
+              file=sys.stderr, flush=True)
         # One CMake build directory per torch and backend choice: a cache
         # configured for another torch must never be reused.
-        import torch
 
         flavour = f"torch{torch.__version__}-{'cuda' if with_cuda else 'cpu'}"
         build_dir = os.path.join(os.path.abspath(self.build_temp), "cmake-" + flavour)
@@ -53,11 +98,11 @@ class CMakeBuild(build_ext):
             "-DSYNCFREE_BUILD_TESTS=OFF",
             "-DSYNCFREE_BUILD_BENCH=OFF",
             "-DSYNCFREE_WHEEL=ON",
-            # SYNCFREE_WITH_CUDA=1 in the environment builds the CUDA operator
-            # too (needs nvcc and a CUDA build of torch); TORCH_CUDA_ARCH_LIST
-            # picks the GPUs (default 9.0).
+            # TORCH_CUDA_ARCH_LIST picks the GPUs (default 9.0).
             "-DSYNCFREE_WITH_CUDA=" + ("ON" if with_cuda else "OFF"),
         ]
+        if with_cuda:
+            configure.append(f"-DCMAKE_CUDA_COMPILER={nvcc}")
         if os.environ.get("TORCH_CUDA_ARCH_LIST"):
             configure.append("-DTORCH_CUDA_ARCH_LIST=" + os.environ["TORCH_CUDA_ARCH_LIST"])
         ninja = os.path.join(os.path.dirname(sys.executable), "ninja")
@@ -74,6 +119,11 @@ class CMakeBuild(build_ext):
         os.makedirs(target, exist_ok=True)
         for name in ("libsyncfree.so", "_build_info.py"):
             shutil.copy2(os.path.join(staged, name), os.path.join(target, name))
+        with open(os.path.join(staged, "_build_info.py")) as f:
+            built = 'CUDA_OPERATOR = "ON" == "ON"' in f.read()
+        if built != with_cuda:
+            raise RuntimeError(f"syncfree: the CUDA operator was {'not ' if with_cuda else ''}built, "
+                               f"but {'was' if with_cuda else 'was not'} asked for ({why})")
 
 
 def version():
@@ -89,33 +139,34 @@ def long_description():
         return f.read()
 
 
-minor = torch_minor()
-setup(
-    name="syncfree",
-    version=version(),
-    description="Static-shape, sync-free balanced subsampling operators for PyTorch",
-    long_description=long_description(),
-    long_description_content_type="text/markdown",
-    author="The syncfree developers",
-    license="BSD-3-Clause",
-    license_files=["LICENSE"],
-    keywords=["pytorch", "sampling", "object detection", "cuda", "torch.compile"],
-    classifiers=[
-        "Development Status :: 3 - Alpha",
-        "Intended Audience :: Science/Research",
-        "Operating System :: POSIX :: Linux",
-        "Programming Language :: C++",
-        "Programming Language :: Python :: 3",
-        "Topic :: Scientific/Engineering :: Artificial Intelligence",
-        "Typing :: Typed",
-    ],
-    packages=["syncfree", "syncfree.compat"],
-    package_dir={"syncfree": "python/syncfree", "syncfree.compat": "python/syncfree/compat"},
-    package_data={"syncfree": ["py.typed"]},
-    ext_modules=[Extension("syncfree.libsyncfree", sources=[])],
-    cmdclass={"build_ext": CMakeBuild},
-    # The torch minor release this build is compiled against (C++ ABI).
-    install_requires=[f"torch=={minor}.*"],
-    python_requires=">=3.9",
-    zip_safe=False,
-)
+if __name__ == "__main__":  # pip runs setup.py as __main__; tests import it for cuda_choice
+    minor = torch_minor()
+    setup(
+        name="syncfree",
+        version=version(),
+        description="Static-shape, sync-free balanced subsampling operators for PyTorch",
+        long_description=long_description(),
+        long_description_content_type="text/markdown",
+        author="The syncfree developers",
+        license="BSD-3-Clause",
+        license_files=["LICENSE"],
+        keywords=["pytorch", "sampling", "object detection", "cuda", "torch.compile"],
+        classifiers=[
+            "Development Status :: 3 - Alpha",
+            "Intended Audience :: Science/Research",
+            "Operating System :: POSIX :: Linux",
+            "Programming Language :: C++",
+            "Programming Language :: Python :: 3",
+            "Topic :: Scientific/Engineering :: Artificial Intelligence",
+            "Typing :: Typed",
+        ],
+        packages=["syncfree", "syncfree.compat"],
+        package_dir={"syncfree": "python/syncfree", "syncfree.compat": "python/syncfree/compat"},
+        package_data={"syncfree": ["py.typed"]},
+        ext_modules=[Extension("syncfree.libsyncfree", sources=[])],
+        cmdclass={"build_ext": CMakeBuild},
+        # The torch minor release this build is compiled against (C++ ABI).
+        install_requires=[f"torch=={minor}.*"],
+        python_requires=">=3.9",
+        zip_safe=False,
+    )

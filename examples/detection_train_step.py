@@ -49,7 +49,7 @@ def train_steps(model, batch, targets, steps):
         opt.zero_grad()
         loss.backward()
         opt.step()
-        history.append((time.perf_counter() - t0, {k: float(v) for k, v in losses.items()}))
+        history.append((time.perf_counter() - t0, {k: v.detach().item() for k, v in losses.items()}))
     return history
 
 
@@ -69,14 +69,12 @@ def main(argv=None):
         torch.manual_seed(args.seed)
         model = build_model(args.backbone, args.size, num_classes)
         if name == "syncfree sampler":
-            sf_tv.patch(model)
-        calls = sf_tv.BalancedPositiveNegativeSampler.calls
-        try:
-            history = train_steps(model, batch, targets, args.steps)
-        finally:
-            sf_tv.unpatch(model)
-        results[name] = dict(history=history, syncfree_calls=sf_tv.BalancedPositiveNegativeSampler.calls - calls)
-        print(f"{name} ({args.backbone}, {args.images} images of {args.size}px):")
+            sf_tv.patch(model)  # this model only
+        samplers = sorted({f"{type(m.fg_bg_sampler).__module__}.{type(m.fg_bg_sampler).__name__}"
+                           for m in model.modules() if hasattr(m, "fg_bg_sampler")})
+        history = train_steps(model, batch, targets, args.steps)
+        results[name] = dict(history=history, samplers=samplers)
+        print(f"{name} ({args.backbone}, {args.images} images of {args.size}px; {', '.join(samplers)}):")
         for step, (seconds, losses) in enumerate(history):
             text = ", ".join(f"{k} {v:.4f}" for k, v in losses.items())
             print(f"  step {step}: {seconds * 1e3:8.1f} ms  total {sum(losses.values()):.4f}  ({text})")

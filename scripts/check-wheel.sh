@@ -12,9 +12,20 @@ rm -rf "$work" && mkdir -p "$work" && work="$(cd "$work" && pwd)"
 
 # setuptools' staging folders are shared by every torch: start them afresh.
 rm -rf "$root"/build/lib.* "$root"/build/bdist.*
-echo "check-wheel: pip wheel ."
-"$venv/bin/python" -m pip wheel --no-build-isolation --no-deps -q -w "$work/dist" "$root" 2>&1 |
-  { grep -v "^WARNING: Location" || true; }
+echo "check-wheel: pip wheel . (SYNCFREE_WITH_CUDA=${SYNCFREE_WITH_CUDA:-auto})"
+if ! "$venv/bin/python" -m pip wheel --no-build-isolation --no-deps -v -w "$work/dist" "$root" \
+    >"$work/pip-wheel.log" 2>&1; then
+  tail -n 60 "$work/pip-wheel.log"
+  echo "check-wheel: pip wheel failed (log: $work/pip-wheel.log)" >&2
+  exit 1
+fi
+# setup.py prints its choice of the CUDA operator.
+choice=$(grep -o "syncfree: [a-z ]*building the CUDA operator.*" "$work/pip-wheel.log" | head -n 1 || true)
+if [ -z "$choice" ]; then
+  echo "check-wheel: setup.py did not print its choice of the CUDA operator (log: $work/pip-wheel.log)" >&2
+  exit 1
+fi
+echo "check-wheel: $choice"
 wheel=$(ls "$work"/dist/syncfree-*.whl)
 echo "check-wheel: built $(basename "$wheel")"
 
@@ -52,4 +63,20 @@ echo "$(site_of "$venv")" >"$(site_of "$fresh")/torch-env.pth"
 "$fresh/bin/python" -m pip install -q --no-index "$wheel"
 cd "$work"
 "$fresh/bin/python" -c "import syncfree, os; print('check-wheel: installed syncfree', syncfree.__version__, 'at', os.path.dirname(syncfree.__file__))"
+# SYNCFREE_EXPECT_CUDA_OPERATOR=1: the installed copy registers the C++ CUDA
+# kernels (not the error of a build without them); 0: it has none.
+SYNCFREE_EXPECT_CUDA_OPERATOR="${SYNCFREE_EXPECT_CUDA_OPERATOR:-}" "$fresh/bin/python" - <<'PY'
+import os, sys
+import torch
+import syncfree, syncfree._build_info as info
+expect = os.environ["SYNCFREE_EXPECT_CUDA_OPERATOR"]
+for op in ("syncfree::balanced_sample", "syncfree::stratified_sample"):
+    cuda = [l for l in torch._C._dispatch_dump_table(op).splitlines() if l.startswith("CUDA:")]
+    native = len(cuda) == 1 and ".cu:" in cuda[0]
+    if expect and native != (expect == "1"):
+        sys.exit(f"check-wheel: {op}: CUDA kernel {cuda}, but SYNCFREE_EXPECT_CUDA_OPERATOR={expect}")
+    if native != info.CUDA_OPERATOR:
+        sys.exit(f"check-wheel: {op}: CUDA kernel {cuda}, but _build_info.CUDA_OPERATOR={info.CUDA_OPERATOR}")
+print("check-wheel: CUDA kernels registered:", info.CUDA_OPERATOR)
+PY
 SYNCFREE_EXPECT_INSTALLED=1 "$fresh/bin/python" -m pytest -q -n 2 -p no:cacheprovider "$root/tests/python"

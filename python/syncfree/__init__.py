@@ -48,6 +48,13 @@ def _load_library() -> None:
 
 _load_library()
 
+from ._build_info import CUDA_OPERATOR as _CUDA_OPERATOR  # noqa: E402
+
+if not _CUDA_OPERATOR:  # CUDA tensors get an error that says why and how to rebuild
+    from . import _without_cuda  # noqa: E402
+
+    _without_cuda.register()
+
 from .ops import balanced_sample, balanced_sample_gather  # noqa: E402
 from .ops import gather_sampled, stratified_sample, stratified_sample_gather  # noqa: E402
 from .ops import compact  # noqa: E402

@@ -10,6 +10,9 @@ from typing import List, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+from . import _without_cuda
+from ._build_info import CUDA_OPERATOR as _CUDA_OPERATOR
+
 # The wrappers check only what the C++ operators cannot see: Python types.
 # Through the dispatcher a bool passes as an int (True is 1) and as a float,
 # None passes as False for a bool, a Python int of more than 64 bits cannot
@@ -154,6 +157,7 @@ def balanced_sample_gather(
         _check_tensor("balanced_sample_gather", "labels", labels)
         _check_balanced_types("balanced_sample_gather", num_samples, positive_fraction, negative_label,
                               fill_positives, seed, generator)
+        _without_cuda.check("balanced_sample_gather", labels, _CUDA_OPERATOR)
     return torch.ops.syncfree.balanced_sample_gather(
         features,
         labels,
@@ -305,6 +309,8 @@ def stratified_sample_gather(
     if not torch.jit.is_scripting():
         _check_tensor("stratified_sample_gather", "features", features)
     quota = _stratified_quota("stratified_sample_gather", labels, num_samples, class_quota, fill, seed, generator)
+    if not torch.jit.is_scripting():
+        _without_cuda.check("stratified_sample_gather", labels, _CUDA_OPERATOR)
     return torch.ops.syncfree.stratified_sample_gather(
         features, labels, num_samples, quota, fill=fill, seed=seed, generator=generator
     )

@@ -6,6 +6,7 @@ import torch
 
 import syncfree
 import syncfree._build_info as info
+from syncfree import _without_cuda
 
 OPS = ["syncfree::balanced_sample", "syncfree::_gather_sampled", "syncfree::stratified_sample"]
 
@@ -20,16 +21,67 @@ def test_cpu_and_meta_kernels_registered(op, key):
     assert has_kernel(op, key)
 
 
+def cuda_kernel_source(op):
+    """Where the CUDA kernel of ``op`` was registered (a .cu file, or the Python
+    module that registers the error of a build without the CUDA operator)."""
+    lines = [l for l in torch._C._dispatch_dump_table(op).splitlines() if l.startswith("CUDA:")]
+    assert len(lines) == 1, lines
+    return lines[0]
+
+
 def test_cuda_kernels_registered_as_built():
     # SYNCFREE_EXPECT_CUDA_OPERATOR=1 (set by the Makefile for builds that
     # compiled the CUDA adapter) turns a silently CPU-only build into a failure.
     expected = os.environ.get("SYNCFREE_EXPECT_CUDA_OPERATOR")
     if expected is not None:
         assert info.CUDA_OPERATOR == (expected == "1"), (info.CUDA_OPERATOR, expected)
-    for op in OPS:
-        assert has_kernel(op, "CUDA") == info.CUDA_OPERATOR, op
+    for op in ["syncfree::" + name for name in _without_cuda.OPS]:
+        assert has_kernel(op, "CUDA"), op
+        source = cuda_kernel_source(op)
+        if info.CUDA_OPERATOR:  # the C++ CUDA kernels
+            assert ".cu:" in source, source
+        else:  # the error that says this build has no CUDA operator
+            assert "_without_cuda.py" in source, source
+    # _gather_sampled is built from ATen operators on every device.
+    assert has_kernel("syncfree::_gather_sampled", "CompositeExplicitAutograd")
     if info.CUDA_OPERATOR:
         assert torch.version.cuda is not None
+
+
+@pytest.mark.skipif(info.CUDA_OPERATOR, reason="this build has the CUDA operator")
+@pytest.mark.parametrize("op", ["balanced_sample", "stratified_sample", "compact"])
+def test_cuda_tensor_without_cuda_operator_says_how_to_rebuild(op):
+    # The kernel a CUDA tensor reaches (called through the dispatcher's CUDA
+    # entry: no GPU is needed to reach it).
+    labels = torch.tensor([0, 1, 1, 0])
+    args = {
+        "balanced_sample": (labels, 2, 0.5),
+        "stratified_sample": (labels, 2, torch.tensor([1, 1])),
+        "compact": (labels != 0, 2),
+    }[op]
+    cuda = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
+    with pytest.raises(RuntimeError) as e:
+        getattr(torch.ops.syncfree, op).default.redispatch(cuda, *args)
+    text = str(e.value)
+    assert text.startswith(f"syncfree.{op}: {_without_cuda.OPS[op]} is on ")
+    assert "this build of syncfree has no CUDA operator" in text
+    assert "SYNCFREE_WITH_CUDA=1 pip install --no-build-isolation ." in text
+
+
+@pytest.mark.skipif(info.CUDA_OPERATOR, reason="this build has the CUDA operator")
+@pytest.mark.parametrize("op", ["balanced_sample_gather", "stratified_sample_gather"])
+def test_cuda_tensor_to_gather_without_cuda_operator_names_the_gather(op):
+    # The *_gather wrappers name themselves before reaching the sampler's kernel.
+    from syncfree import _without_cuda
+
+    class CudaLabels:  # what the check reads of a CUDA tensor: its device
+        device = torch.device("cuda", 0)
+
+    with pytest.raises(RuntimeError, match=f"^syncfree.{op}: labels is on cuda:0, but this build "
+                                           "of syncfree has no CUDA operator"):
+        _without_cuda.check(op, CudaLabels(), False)
+    _without_cuda.check(op, CudaLabels(), True)  # a build with the operator: no error
+    _without_cuda.check(op, torch.zeros(3), False)  # a CPU tensor: no error
 
 
 def test_built_against_this_torch_minor():

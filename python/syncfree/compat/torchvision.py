@@ -1,11 +1,11 @@
 """torchvision's ``BalancedPositiveNegativeSampler``, on syncfree.
 
     import syncfree.compat.torchvision as sf_tv
-    sf_tv.patch()           # detection models built from now on use syncfree
-    model = torchvision.models.detection.fasterrcnn_resnet50_fpn(...)
+    sf_tv.patch(model)      # this model's RPN and ROI heads sample with syncfree
 
-or, for a model that already exists, ``sf_tv.patch(model)``. ``unpatch()``
-undoes both.
+or, for every detection model built from then on, ``sf_tv.patch()`` (no
+argument: replaces torchvision's sampler class). ``unpatch(model)`` and
+``unpatch()`` undo each.
 
 Patched models keep syncfree's sampler under ``torch.jit.script``: the sampler
 is a TorchScript class, and a module that holds one declares it as the type of
@@ -41,20 +41,16 @@ class BalancedPositiveNegativeSampler:
     the labels' device (one fixed draw per call), not from ``randperm``.
 
     The class is TorchScript-compatible; a scripted call draws the same
-    samples as an eager call from the same generator state.
+    samples as an eager call from the same generator state. It holds no state
+    that changes from call to call, so ``torch.compile`` compiles a model that
+    holds it once, not once per step.
     """
-
-    #: Calls made from Python (eager) code through every instance, for tests
-    #: and diagnostics. Calls from TorchScript code are not counted.
-    calls = 0
 
     def __init__(self, batch_size_per_image: int, positive_fraction: float) -> None:
         self.batch_size_per_image = batch_size_per_image
         self.positive_fraction = positive_fraction
 
     def __call__(self, matched_idxs: List[Tensor]) -> Tuple[List[Tensor], List[Tensor]]:
-        if not torch.jit.is_scripting():
-            type(self).calls += 1
         pos_masks: List[Tensor] = []
         neg_masks: List[Tensor] = []
         if len(matched_idxs) == 0:
@@ -148,61 +144,76 @@ def _install_script_hooks() -> None:
         cls.__prepare_scriptable__ = hook
 
 
+def _swap_samplers(model: torch.nn.Module, to_syncfree: bool, original: type) -> None:
+    for module in model.modules():
+        old = getattr(module, _ATTRIBUTE, None)
+        if old is None:
+            continue
+        ours = isinstance(old, BalancedPositiveNegativeSampler)
+        if to_syncfree and not ours:
+            setattr(module, _ATTRIBUTE, BalancedPositiveNegativeSampler(old.batch_size_per_image,
+                                                                       old.positive_fraction))
+        elif not to_syncfree and ours:
+            setattr(module, _ATTRIBUTE, original(old.batch_size_per_image, old.positive_fraction))
+        _sync_annotations(module)
+
+
 def patch(model: Optional[torch.nn.Module] = None) -> Optional[torch.nn.Module]:
     """Make torchvision's detection models use syncfree's sampler.
 
-    Replaces ``torchvision.models.detection._utils.BalancedPositiveNegativeSampler``,
-    which RPN and ROI heads instantiate, so models built afterwards use
-    syncfree. With ``model``, also swaps the sampler of every submodule that
-    already has one (``fg_bg_sampler``), keeping its settings. Returns ``model``.
+    ``patch(model)`` swaps the sampler of every submodule of ``model`` that
+    has one (``fg_bg_sampler``: the RPN and the ROI heads), keeping its
+    settings, and changes nothing else: other models, and models built
+    later, keep torchvision's sampler. Returns ``model``.
+
+    ``patch()`` (no argument) replaces
+    ``torchvision.models.detection._utils.BalancedPositiveNegativeSampler``,
+    which the RPN and ROI heads instantiate, so every detection model built
+    afterwards uses syncfree, until :func:`unpatch` ``()``.
 
     TorchScript: ``torch.jit.script`` scripts each module's ``fg_bg_sampler``
     with the class of the sampler the module holds, so a patched model samples
     with syncfree scripted as well as eager. For this the swapped modules of
     ``model`` get their own ``__annotations__`` naming syncfree's class, and
-    torchvision's ``RegionProposalNetwork`` and ``RoIHeads`` get a
-    ``__prepare_scriptable__`` that does the same when they are scripted (it
+    ``patch()`` gives torchvision's ``RegionProposalNetwork`` and ``RoIHeads``
+    a ``__prepare_scriptable__`` that does the same when they are scripted (it
     stays after :func:`unpatch` and leaves modules that hold torchvision's
     sampler alone).
     """
     global _original_class
+    if model is not None:
+        _swap_samplers(model, True, _torchvision_class())
+        return model
     det_utils = _det_utils()
     if _original_class is None:
         _original_class = det_utils.BalancedPositiveNegativeSampler
     det_utils.BalancedPositiveNegativeSampler = BalancedPositiveNegativeSampler
     _install_script_hooks()
-    if model is not None:
-        for module in model.modules():
-            old = getattr(module, _ATTRIBUTE, None)
-            if old is not None and not isinstance(old, BalancedPositiveNegativeSampler):
-                setattr(module, _ATTRIBUTE, BalancedPositiveNegativeSampler(old.batch_size_per_image,
-                                                                           old.positive_fraction))
-            if old is not None:
-                _sync_annotations(module)
     return model
 
 
+def _torchvision_class() -> type:
+    """torchvision's own sampler class, whether or not :func:`patch` () replaced it."""
+    return _original_class if _original_class is not None else _det_utils().BalancedPositiveNegativeSampler
+
+
 def unpatch(model: Optional[torch.nn.Module] = None) -> Optional[torch.nn.Module]:
-    """Undo :func:`patch` (and, with ``model``, restore torchvision's samplers in it)."""
+    """Undo :func:`patch`: ``unpatch(model)`` puts torchvision's samplers back into
+    ``model`` (and changes nothing else); ``unpatch()`` restores torchvision's class."""
     global _original_class
-    if _original_class is not None:
-        original = _original_class
-        _det_utils().BalancedPositiveNegativeSampler = original
-        _original_class = None
-    else:
-        original = _det_utils().BalancedPositiveNegativeSampler
     if model is not None:
-        for module in model.modules():
-            old = getattr(module, _ATTRIBUTE, None)
-            if isinstance(old, BalancedPositiveNegativeSampler):
-                setattr(module, _ATTRIBUTE, original(old.batch_size_per_image, old.positive_fraction))
-                _sync_annotations(module)
+        _swap_samplers(model, False, _torchvision_class())
+        return model
+    if _original_class is not None:
+        _det_utils().BalancedPositiveNegativeSampler = _original_class
+        _original_class = None
     return model
 
 
 @contextlib.contextmanager
 def patched(model: Optional[torch.nn.Module] = None):
-    """``with patched(model): ...``: :func:`patch` on entry, :func:`unpatch` on exit."""
+    """``with patched(model): ...``: :func:`patch` on entry, :func:`unpatch` on exit
+    (``patched()``: the global form)."""
     patch(model)
     try:
         yield model

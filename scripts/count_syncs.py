@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Host-device synchronizations and graph breaks of a torchvision Faster R-CNN
+training step, with torchvision's sampler and with syncfree's drop-in.
+
+Counts, over one training step (forward, backward, SGD step; after one
+warm-up step), the operators that make the host wait for the device:
+``aten::nonzero`` (``torch.nonzero``, ``torch.where(mask)``, boolean-mask
+indexing) and ``aten::_local_scalar_dense`` (``.item()``, ``float(t)``,
+``int(t)``, ``bool(t)``), each attributed to the innermost function of
+torchvision or syncfree that called it; then the graph breaks
+``torch._dynamo.explain`` reports for the training forward. Nothing is
+downloaded (weights=None, weights_backbone=None); runs on the CPU.
+
+    python scripts/count_syncs.py [--model resnet50|mobilenet] [--images 2] [--size 128]
+        [--no-explain] [--json out.json]
+
+docs/migration.md quotes its output (torch 2.14.1, torchvision 0.29.1).
+"""
+import argparse
+import collections
+import json
+import os
+import sys
+import warnings
+
+import torch
+import torchvision
+
+import syncfree.compat.torchvision as sf_tv
+
+SYNC_OPS = {"aten::nonzero": "nonzero", "aten::_local_scalar_dense": "item"}
+
+
+def build_model(name, size):
+    kwargs = dict(weights=None, weights_backbone=None, num_classes=91, min_size=size, max_size=size)
+    if name == "resnet50":
+        return torchvision.models.detection.fasterrcnn_resnet50_fpn(**kwargs)
+    return torchvision.models.detection.fasterrcnn_mobilenet_v3_large_fpn(**kwargs)
+
+
+def batch(images, size):
+    gen = torch.Generator().manual_seed(0)
+    xs = [torch.rand(3, size, size, generator=gen) for _ in range(images)]
+    targets = [dict(boxes=torch.tensor([[10.0, 20.0, 60.0, 90.0], [50.0, 40.0, 120.0, 110.0]]) * size / 128,
+                    labels=torch.tensor([1, 2])) for _ in range(images)]
+    return xs, targets
+
+
+def train_step(model, opt, xs, targets):
+    losses = model(xs, targets)
+    loss = sum(losses.values())
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+
+def call_site(event):
+    """(the innermost torchvision/syncfree function that called ``event``, as
+    'path(def line): name'; whether it was reached through ``torch.where``)."""
+    via_where = False
+    e = event.cpu_parent
+    while e is not None:
+        if e.name == "aten::where":
+            via_where = True
+        if ("torchvision/" in e.name or "syncfree/" in e.name) and "): " in e.name:
+            return e.name.split("site-packages/")[-1], via_where
+        e = e.cpu_parent
+    return "(outside torchvision and syncfree: autograd, the optimizer)", via_where
+
+
+def count(model, xs, targets):
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3)
+    model.train()
+    train_step(model, opt, xs, targets)  # warm-up
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
+        train_step(model, opt, xs, targets)
+    totals = collections.Counter()
+    sites = collections.Counter()
+    for event in prof.events():
+        kind = SYNC_OPS.get(event.name)
+        if kind:
+            totals[kind] += 1
+            site, via_where = call_site(event)
+            if kind == "nonzero" and via_where:
+                totals["where(mask)"] += 1
+                kind = "nonzero (torch.where)"
+            sites[(kind, site)] += 1
+    return dict(totals), {f"{k}  {s}": n for (k, s), n in sorted(sites.items())}
+
+
+def graph_breaks(model, xs, targets):
+    model.train()
+    torch._dynamo.reset()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        explanation = torch._dynamo.explain(model)(xs, targets)
+    return explanation.graph_break_count, explanation.graph_count
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--model", choices=["resnet50", "mobilenet"], default="resnet50")
+    p.add_argument("--images", type=int, default=2)
+    p.add_argument("--size", type=int, default=128)
+    p.add_argument("--no-explain", action="store_true", help="skip torch._dynamo.explain (slow)")
+    p.add_argument("--json", help="write the results here")
+    args = p.parse_args(argv)
+    xs, targets = batch(args.images, args.size)
+    results = {"torch": torch.__version__, "torchvision": torchvision.__version__,
+               "model": f"fasterrcnn_{args.model}_fpn", "images": args.images, "size": args.size}
+    for name in ["unpatched", "patched"]:
+        torch.manual_seed(0)
+        model = build_model(args.model, args.size)
+        if name == "patched":
+            sf_tv.patch(model)
+        totals, sites = count(model, xs, targets)
+        entry = dict(syncs=totals, sites=sites)
+        if not args.no_explain:
+            entry["graph_breaks"], entry["graphs"] = graph_breaks(model, xs, targets)
+        results[name] = entry
+        print(f"{name}: per training step {totals.get('nonzero', 0)} nonzero "
+              f"(of which {totals.get('where(mask)', 0)} torch.where(mask)), {totals.get('item', 0)} .item()"
+              + (f"; torch._dynamo.explain: {entry['graph_breaks']} graph breaks, {entry['graphs']} graphs"
+                 if "graph_breaks" in entry else ""))
+        for site, n in sites.items():
+            print(f"  {n:3d}  {site}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=1)
+    return results
+
+
+if __name__ == "__main__":
+    sys.exit(0 if main() else 1)

@@ -1,0 +1,90 @@
+"""Every ```python block of README.md and docs/*.md runs as written, offline.
+
+Each block runs alone, in a fresh namespace (its imports included): a reader
+can paste any one of them. A block that is not meant to run here says so
+with a marker on the line just before it, which the rendered page hides:
+
+    <!-- snippet: not run (the reason) -->
+
+such blocks are skipped with that reason (and counted in the skips). A block
+that imports torchvision skips without it, except on the CI leg that pairs
+torchvision with torch (SYNCFREE_EXPECT_TORCHVISION=1), where it must run.
+"""
+import glob
+import os
+import re
+import warnings
+
+import pytest
+import torch
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+MARKER = re.compile(r"^<!--\s*snippet:\s*not run\s*\((?P<reason>[^)]+)\)\s*-->\s*$")
+OPEN = re.compile(r"^```python\s*$")
+
+
+def snippets():
+    """(id, code, reason to skip or None) for each ```python block."""
+    files = [os.path.join(ROOT, "README.md")] + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+    found = []
+    for path in files:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        i = 0
+        while i < len(lines):
+            if OPEN.match(lines[i]):
+                start = i
+                j = i + 1
+                while j < len(lines) and lines[j].strip() != "```":
+                    j += 1
+                assert j < len(lines), f"{path}:{start + 1}: unterminated ```python block"
+                marker = MARKER.match(lines[start - 1]) if start > 0 else None
+                name = f"{os.path.relpath(path, ROOT)}:{start + 1}"
+                found.append(pytest.param("\n".join(lines[start + 1:j]), marker and marker["reason"], id=name))
+                i = j
+            i += 1
+    return found
+
+
+SNIPPETS = snippets()
+
+
+def test_snippets_found():
+    # README's example, the contrastive example and the drop-in at least.
+    assert sum(1 for p in SNIPPETS if p.id.startswith("README.md")) >= 3
+
+
+def test_markers_are_well_formed():
+    # A marker-like line that the pattern does not accept would silently run its block.
+    for path in [os.path.join(ROOT, "README.md")] + glob.glob(os.path.join(ROOT, "docs", "*.md")):
+        with open(path, encoding="utf-8") as f:
+            for n, line in enumerate(f, 1):
+                if "snippet:" in line and line.lstrip().startswith("<!--"):
+                    assert MARKER.match(line.rstrip("\n")), f"{path}:{n}: malformed marker {line!r}"
+
+
+def _cleanup():
+    # A snippet may patch torchvision globally (syncfree.compat.torchvision.patch()).
+    import sys
+
+    tv = sys.modules.get("syncfree.compat.torchvision")
+    if tv is not None and tv._original_class is not None:
+        tv.unpatch()
+
+
+@pytest.mark.parametrize("code,skip_reason", SNIPPETS)
+def test_snippet_runs(code, skip_reason):
+    if skip_reason:
+        pytest.skip(f"marked not run: {skip_reason}")
+    torch.manual_seed(0)
+    try:
+        with warnings.catch_warnings():
+            # TorchScript is deprecated upstream; the docs say so.
+            warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated")
+            exec(compile(code, "<snippet>", "exec"), {"__name__": "__snippet__"})
+    except ModuleNotFoundError as e:
+        if e.name == "torchvision" and os.environ.get("SYNCFREE_EXPECT_TORCHVISION") != "1":
+            pytest.skip("needs torchvision, which this torch is not paired with")
+        raise
+    finally:
+        _cleanup()
