@@ -8,7 +8,8 @@ import syncfree
 import syncfree._build_info as info
 from syncfree import _without_cuda
 
-OPS = ["syncfree::balanced_sample", "syncfree::_gather_sampled", "syncfree::stratified_sample"]
+OPS = ["syncfree::balanced_sample", "syncfree::_gather_sampled", "syncfree::stratified_sample",
+       "syncfree::compact"]
 
 
 def has_kernel(op, key):
