@@ -9,8 +9,10 @@
 
 The operators are also reachable as ``torch.ops.syncfree.balanced_sample``,
 ``torch.ops.syncfree.balanced_sample_gather``, ``torch.ops.syncfree.stratified_sample``,
-``torch.ops.syncfree.stratified_sample_gather`` and ``torch.ops.syncfree.gather_sampled``
-once this package is imported.
+``torch.ops.syncfree.stratified_sample_gather``, ``torch.ops.syncfree.gather_sampled``
+and ``torch.ops.syncfree.nms`` once this package is imported.
+
+    indices, valid = syncfree.nms(boxes, scores, 0.7, 1000)   # [B, N, 4], [B, N] -> [B, 1000]
 """
 import os as _os
 
@@ -48,6 +50,7 @@ _load_library()
 
 from .ops import balanced_sample, balanced_sample_gather  # noqa: E402
 from .ops import gather_sampled, stratified_sample, stratified_sample_gather  # noqa: E402
+from .ops import nms  # noqa: E402
 
 __all__ = [
     "balanced_sample",
@@ -55,5 +58,6 @@ __all__ = [
     "stratified_sample",
     "stratified_sample_gather",
     "gather_sampled",
+    "nms",
     "__version__",
 ]
