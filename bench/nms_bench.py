@@ -4,7 +4,7 @@ batched_nms called once per image in a loop, as torchvision's RPN does (CPU).
 
 Workloads, per image:
 - rpn: N proposals (1,000 to 10,000), jittered copies of 300 base boxes in a
-  800x800 image, uniform scores, IoU threshold 0.7, the first 1,000 kept
+  800x800 image, uniform scores (distinct), IoU threshold 0.7, the first 1,000 kept
   (RPN's post_nms_top_n). "nms": no ids; "levels": 5 feature-map levels as
   ids (torchvision's RPN calls batched_nms with them).
 - detect: 1,000 boxes x 90 classes (N = 90,000, the class as id), each
@@ -14,7 +14,8 @@ Workloads, per image:
 syncfree runs once on the whole batch [B, N] with max_output M (static
 output: indices and valid); torchvision runs once per image and keeps its
 first M indices (dynamic size; no padding counted). syncfree with M = N (no
-early stop) is timed too. The calls alternate; medians and ratios
+early stop) is timed too. The calls alternate, in an order rotated every
+round; medians and ratios
 (torchvision / syncfree) are reported side by side, with the load average
 (the machine may be shared: LOADED marks a one-minute load above the core
 count).
@@ -48,16 +49,22 @@ def jittered(b, n, base, size, gen, jitter=0.1):
     return boxes + (torch.rand(b, n, 4, generator=gen) - 0.5) * 2 * jitter * scale
 
 
+def distinct_scores(b, n, gen):
+    """Uniform scores without ties (k / n, k a random permutation): torchvision's
+    sort is not stable, so equal scores could order differently."""
+    return torch.argsort(torch.rand(b, n, generator=gen), dim=1).float() / n
+
+
 def workload(name, b, n, gen):
     """(boxes, scores, idxs or None, threshold, max_output)."""
     if name == "detect":
         classes, per_class = 90, n // 90
         boxes = torch.cat([jittered(b, per_class, 300, 800.0, gen) for _ in range(classes)], 1)
         idxs = torch.arange(classes).repeat_interleave(per_class).expand(b, -1).contiguous()
-        return boxes, torch.rand(b, n, generator=gen), idxs, 0.5, 100
+        return boxes, distinct_scores(b, n, gen), idxs, 0.5, 100
     boxes = jittered(b, n, 300, 800.0, gen)
     idxs = torch.randint(0, 5, (b, n), generator=gen) if name == "rpn-levels" else None
-    return boxes, torch.rand(b, n, generator=gen), idxs, 0.7, 1000
+    return boxes, distinct_scores(b, n, gen), idxs, 0.7, 1000
 
 
 def torchvision_loop(boxes, scores, idxs, thr, m):
@@ -78,22 +85,27 @@ def timed(fn):
 
 
 def measure(fns, min_time, min_reps):
-    """Alternates the callables; returns the median seconds of each and the rep count."""
+    """Runs the callables in turn, the order rotated every round (a call right
+    after torchvision's can be slowed by its intra-op threads, which keep
+    spinning for a while); returns the median seconds of each and the rounds."""
     for f in fns:
         f()  # warm-up
     times = [[] for _ in fns]
     spent = 0.0
-    while len(times[0]) < min_reps or spent < min_time * len(fns):
-        for f, t in zip(fns, times):
-            t.append(timed(f))
-            spent += t[-1]
-        if len(times[0]) >= min_reps and spent > 20 * min_time:
+    rounds = 0
+    while rounds < min_reps or spent < min_time * len(fns):
+        for k in range(len(fns)):
+            i = (rounds + k) % len(fns)
+            times[i].append(timed(fns[i]))
+            spent += times[i][-1]
+        rounds += 1
+        if rounds >= min_reps and spent > 20 * min_time:
             break
-    return [statistics.median(t) for t in times], len(times[0])
+    return [statistics.median(t) for t in times], rounds
 
 
 def check_equal(boxes, scores, idxs, thr, m):
-    """The benchmark compares equal results (scores are distinct almost surely)."""
+    """The benchmark compares equal results (distinct scores: no ties)."""
     got_i, got_v = syncfree.nms(boxes, scores, thr, m, idxs=idxs)
     for i, keep in enumerate(torchvision_loop(boxes, scores, idxs, thr, m)):
         assert torch.equal(got_i[i, : keep.numel()], keep) and int(got_v[i].sum()) == keep.numel()
