@@ -7,7 +7,7 @@ import torch
 import syncfree
 import syncfree._build_info as info
 
-OPS = ["syncfree::balanced_sample", "syncfree::_gather_sampled", "syncfree::stratified_sample"]
+OPS = ["syncfree::balanced_sample", "syncfree::_gather_sampled", "syncfree::stratified_sample", "syncfree::nms"]
 
 
 def has_kernel(op, key):
