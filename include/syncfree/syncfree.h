@@ -136,3 +136,37 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled(const at::Tensor& features,
 std::tuple<at::Tensor, at::Tensor, at::Tensor> compact(const at::Tensor& mask, int64_t size);
 
 }  // namespace syncfree
+
+namespace syncfree {
+
+// Optional arguments of nms.
+struct NmsOptions {
+  // Integer category (or level) ids [..., N]: boxes of different ids never
+  // suppress each other (torchvision.ops.batched_nms).
+  NmsOptions& idxs(at::Tensor v) {
+    idxs_ = std::move(v);
+    return *this;
+  }
+  // Bool [..., N]: the boxes that take part; the others are never kept and
+  // never suppress.
+  NmsOptions& valid(at::Tensor v) {
+    valid_ = std::move(v);
+    return *this;
+  }
+
+  c10::optional<at::Tensor> idxs_;
+  c10::optional<at::Tensor> valid_;
+};
+
+// Static-shape, batched non-maximum suppression. boxes [..., N, 4] (x1, y1,
+// x2, y2; float16, bfloat16, float32 or float64), scores [..., N] of the same
+// dtype -> (indices int64 [..., M], valid bool [..., M]) with M = max_output.
+// Per row, the kept indices fill the first slots by rank (score descending,
+// equal scores by lower index), -1 and valid false after them: equal to
+// torchvision.ops.nms (batched_nms with idxs) on the row's valid boxes,
+// truncated to max_output. Candidates with a NaN score take no part.
+std::tuple<at::Tensor, at::Tensor> nms(const at::Tensor& boxes, const at::Tensor& scores,
+                                       double iou_threshold, int64_t max_output,
+                                       const NmsOptions& options = NmsOptions());
+
+}  // namespace syncfree

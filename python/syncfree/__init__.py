@@ -8,11 +8,12 @@
     feats, labs = syncfree.gather_sampled(features, labels, indices, valid)
 
     indices, valid, count = syncfree.compact(mask, 64)
+    indices, valid = syncfree.nms(boxes, scores, 0.7, 1000)   # [B, N, 4], [B, N] -> [B, 1000]
 
 The operators are also reachable as ``torch.ops.syncfree.balanced_sample``,
 ``torch.ops.syncfree.balanced_sample_gather``, ``torch.ops.syncfree.stratified_sample``,
-``torch.ops.syncfree.stratified_sample_gather``, ``torch.ops.syncfree.gather_sampled`` and
-``torch.ops.syncfree.compact`` once this package is imported.
+``torch.ops.syncfree.stratified_sample_gather``, ``torch.ops.syncfree.gather_sampled``,
+``torch.ops.syncfree.compact`` and ``torch.ops.syncfree.nms`` once this package is imported.
 """
 import os as _os
 
@@ -58,6 +59,7 @@ if not _CUDA_OPERATOR:  # CUDA tensors get an error that says why and how to reb
 from .ops import balanced_sample, balanced_sample_gather  # noqa: E402
 from .ops import gather_sampled, stratified_sample, stratified_sample_gather  # noqa: E402
 from .ops import compact  # noqa: E402
+from .ops import nms  # noqa: E402
 
 __all__ = [
     "balanced_sample",
@@ -66,5 +68,6 @@ __all__ = [
     "stratified_sample_gather",
     "gather_sampled",
     "compact",
+    "nms",
     "__version__",
 ]

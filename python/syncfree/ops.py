@@ -345,3 +345,51 @@ def compact(mask: Tensor, size: int) -> Tuple[Tensor, Tensor, Tensor]:
         if isinstance(size, bool) or not isinstance(size, int):
             raise TypeError(f"syncfree.compact: size must be an int, got {type(size).__name__}")
     return torch.ops.syncfree.compact(mask, size)
+
+
+def nms(
+    boxes: Tensor,
+    scores: Tensor,
+    iou_threshold: float,
+    max_output: int,
+    idxs: Optional[Tensor] = None,
+    valid: Optional[Tensor] = None,
+) -> Tuple[Tensor, Tensor]:
+    """Non-maximum suppression with static shapes, batched over leading dimensions.
+
+    Per row (one image), exactly what ``torchvision.ops.nms`` keeps (with
+    ``idxs``: ``torchvision.ops.batched_nms``) among the row's valid boxes,
+    in the same order, truncated to ``max_output``. No host-device
+    synchronization; callable from TorchScript and ``torch.compile``.
+
+    Args:
+        boxes: ``[..., N, 4]`` boxes ``(x1, y1, x2, y2)``, float16, bfloat16,
+            float32 or float64, any strides. float16 and bfloat16 are computed
+            in float32 (their values convert exactly), float64 in float64.
+        scores: ``[..., N]``, the boxes' dtype. A box whose score is NaN
+            takes no part (never kept, never suppresses); ``inf`` and ``-inf``
+            rank first and last.
+        iou_threshold: a box is suppressed by a kept box of the same id
+            with a higher rank when their IoU is ``> iou_threshold`` (strict,
+            as torchvision). Any value but NaN: below 0 every box suppresses
+            every later box of its id, at 1 or above only IoUs above it do
+            (possible only with degenerate boxes).
+        max_output: M >= 0, the number of output slots per row.
+        idxs: optional integer tensor ``[..., N]`` of category (or level)
+            ids: boxes of different ids never suppress each other.
+        valid: optional bool tensor ``[..., N]``: the boxes that take part.
+
+    Returns:
+        ``(indices, valid)``, both ``[..., M]``. ``indices`` (int64) holds the
+        kept boxes' indices into the row's N, by rank: score descending,
+        equal scores by lower index first; the remaining slots hold -1.
+        ``valid`` (bool) marks the filled slots.
+    """
+    if not torch.jit.is_scripting():
+        for name, value in (("boxes", boxes), ("scores", scores)):
+            if not isinstance(value, torch.Tensor):
+                raise TypeError(f"syncfree.nms: {name} must be a torch.Tensor, got {type(value).__name__}")
+        for name, value in (("idxs", idxs), ("valid", valid)):
+            if value is not None and not isinstance(value, torch.Tensor):
+                raise TypeError(f"syncfree.nms: {name} must be a torch.Tensor or None, got {type(value).__name__}")
+    return torch.ops.syncfree.nms(boxes, scores, iou_threshold, max_output, idxs=idxs, valid=valid)

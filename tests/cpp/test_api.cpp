@@ -293,3 +293,26 @@ TEST(Api, CompactEqualsNonzeroPerRow) {
   }
   EXPECT_THROW(syncfree::compact(mask, -1), c10::Error);
 }
+
+TEST(Api, NmsThroughTheDispatcher) {
+  // Three boxes: 1 overlaps 0 (IoU 0.5), 2 is apart; box 3 has another id.
+  const at::Tensor boxes = at::tensor({0.f, 0.f, 2.f, 1.f, 0.f, 0.f, 1.f, 1.f, 5.f, 5.f, 6.f, 6.f,
+                                       0.f, 0.f, 1.f, 1.f})
+                               .reshape({1, 4, 4})
+                               .expand({2, 4, 4});
+  const at::Tensor scores = at::tensor({0.9f, 0.8f, 0.7f, 0.6f}).expand({2, 4});
+  at::Tensor indices, valid;
+  std::tie(indices, valid) = syncfree::nms(boxes, scores, 0.4, 5);
+  EXPECT_EQ(indices.sizes(), at::IntArrayRef({2, 5}));
+  // 0 kept; 1 suppressed (IoU 0.5 > 0.4); 2 kept; 3 (IoU 0.5 with 0) suppressed.
+  const at::Tensor want = at::tensor({0, 2, -1, -1, -1}, at::kLong).expand({2, 5});
+  EXPECT_TRUE(at::equal(indices, want));
+  EXPECT_TRUE(at::equal(valid, want.ge(0)));
+  // With ids, box 3 is alone in its id and kept; invalid box 0 takes no part.
+  const at::Tensor ids = at::tensor({0, 0, 0, 1}, at::kLong).expand({2, 4});
+  const at::Tensor take = at::tensor({0, 1, 1, 1}, at::kLong).ne(0).expand({2, 4});
+  std::tie(indices, valid) =
+      syncfree::nms(boxes, scores, 0.4, 3, syncfree::NmsOptions().idxs(ids).valid(take));
+  EXPECT_TRUE(at::equal(indices, at::tensor({1, 2, 3}, at::kLong).expand({2, 3})));
+  EXPECT_THROW(syncfree::nms(boxes, scores, 0.4, -1), c10::Error);
+}

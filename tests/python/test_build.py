@@ -9,7 +9,7 @@ import syncfree._build_info as info
 from syncfree import _without_cuda
 
 OPS = ["syncfree::balanced_sample", "syncfree::_gather_sampled", "syncfree::stratified_sample",
-       "syncfree::compact"]
+       "syncfree::compact", "syncfree::nms"]
 
 
 def has_kernel(op, key):
