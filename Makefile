@@ -87,12 +87,12 @@ test:
 	  cuda=$$(case " $(CUDA_TORCHES) " in *" $$t "*) echo ON ;; *) echo OFF ;; esac); \
 	  wheel=$$(case " $(WHEEL_TORCHES) " in *" $$t "*) echo 1 ;; *) echo 0 ;; esac); \
 	  if [ "$$t" = "$(REHEARSE_TORCH)" ]; then \
-	    $(MAKE) --no-print-directory rehearse TORCH=$$t && \
+	    $(MAKE) --no-print-directory rehearse TORCH=$$t || exit 1; \
 	    $(MAKE) --no-print-directory test-python TORCH=$$t BUILD=$(REHEARSE_BUILD) \
-	      SYNCFREE_EXPECT_TORCHVISION=$$vision; \
+	      SYNCFREE_EXPECT_TORCHVISION=$$vision || exit 1; \
 	  else \
 	    $(MAKE) --no-print-directory check TORCH=$$t CUDA=$$cuda WHEEL=$$wheel \
-	      SYNCFREE_EXPECT_TORCHVISION=$$vision; \
+	      SYNCFREE_EXPECT_TORCHVISION=$$vision || exit 1; \
 	  fi; \
 	  echo "=== torch $$t: passed in $$(( $$(date +%s) - t0 )) s"; \
 	done
