@@ -10,12 +10,29 @@
 # wheel), make build TORCH=..., make bench-python, make plots, make trace.
 # BENCH_ARGS passes flags to the benchmark (see bench/syncfree_bench.cpp).
 
-# The torch versions CI tests. The first is the default of every target.
-# CUDA_TORCHES are CUDA builds: `make test` requires the CUDA operator there
-# (CUDA=ON: configuring fails without nvcc) and torchvision beside them.
-TORCHES := 2.13.0 2.14.1
-CUDA_TORCHES := 2.14.1
-TORCH ?= $(firstword $(TORCHES))
+# The torch versions CI tests (`make test`), one leg each, chosen so that the
+# whole run stays under 30 minutes on 2 cores (a CUDA build costs minutes of
+# nvcc, the wheel check a second build and a second Python suite):
+#   2.11.0  the GPU machine's torch (CUDA 13.0 build, torchvision 0.26.0): the
+#           device check's rehearsal (scripts/device-check.sh --rehearse:
+#           configure, build with the CUDA operator, the C++ tests that need no
+#           GPU), then the Python suite against that build;
+#   2.13.0  CPU build: build, C++ and Python tests, wheel;
+#   2.14.1  CUDA 13.0 build with the CUDA operator and torchvision 0.29.1:
+#           build, C++ and Python tests, wheel;
+#   2.15.0  the newest (a CUDA 13.2 build, newer than nvcc here), torchvision
+#           0.29.2: CPU-only build of syncfree, C++ and Python tests.
+# CUDA_TORCHES require the CUDA operator (CUDA=ON: configuring fails without
+# nvcc); VISION_TORCHES require torchvision; WHEEL_TORCHES build and test the
+# wheel. The default torch of every target is DEFAULT_TORCH (the CPU build,
+# the smallest).
+TORCHES := 2.11.0 2.13.0 2.14.1 2.15.0
+CUDA_TORCHES := 2.11.0 2.14.1
+VISION_TORCHES := 2.11.0 2.14.1 2.15.0
+WHEEL_TORCHES := 2.13.0 2.14.1
+REHEARSE_TORCH := 2.11.0
+DEFAULT_TORCH := 2.13.0
+TORCH ?= $(DEFAULT_TORCH)
 # 1: the torchvision drop-in tests fail instead of skipping without torchvision.
 SYNCFREE_EXPECT_TORCHVISION ?= 0
 export SYNCFREE_EXPECT_TORCHVISION
@@ -33,7 +50,7 @@ BENCH_ARGS ?=
 FUZZ_SECONDS ?= 60
 
 .PHONY: all setup configure build check check-cuda-config test test-cpp test-python test-wheel test-sanitize \
-	bench bench-python plots trace clean
+	rehearse bench bench-python plots trace clean
 
 all: build
 
@@ -62,20 +79,43 @@ configure: $(BUILD)/build.ninja
 build: configure
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake --build $(BUILD) -j $(JOBS)
 
-# Every supported torch, then the sanitizer build of the core.
+# Every supported torch (the legs above), then the sanitizer build of the core.
 test:
 	@set -e; for t in $(TORCHES); do \
-	  echo "=== torch $$t"; \
-	  case " $(CUDA_TORCHES) " in \
-	    *" $$t "*) $(MAKE) --no-print-directory check TORCH=$$t CUDA=ON SYNCFREE_EXPECT_TORCHVISION=1 ;; \
-	    *) $(MAKE) --no-print-directory check TORCH=$$t ;; \
-	  esac; \
+	  t0=$$(date +%s); echo "=== torch $$t"; \
+	  vision=$$(case " $(VISION_TORCHES) " in *" $$t "*) echo 1 ;; *) echo 0 ;; esac); \
+	  cuda=$$(case " $(CUDA_TORCHES) " in *" $$t "*) echo ON ;; *) echo OFF ;; esac); \
+	  wheel=$$(case " $(WHEEL_TORCHES) " in *" $$t "*) echo 1 ;; *) echo 0 ;; esac); \
+	  if [ "$$t" = "$(REHEARSE_TORCH)" ]; then \
+	    $(MAKE) --no-print-directory rehearse TORCH=$$t || exit 1; \
+	    $(MAKE) --no-print-directory test-python TORCH=$$t BUILD=$(REHEARSE_BUILD) \
+	      SYNCFREE_EXPECT_TORCHVISION=$$vision || exit 1; \
+	  else \
+	    $(MAKE) --no-print-directory check TORCH=$$t CUDA=$$cuda WHEEL=$$wheel \
+	      SYNCFREE_EXPECT_TORCHVISION=$$vision || exit 1; \
+	  fi; \
+	  echo "=== torch $$t: passed in $$(( $$(date +%s) - t0 )) s"; \
 	done
 	@$(MAKE) --no-print-directory test-sanitize
 
-# One torch: C++ tests (ctest), Python tests, then the wheel in a fresh venv.
+# One torch: C++ tests (ctest), Python tests, then (WHEEL=1) the wheel in a fresh venv.
+WHEEL ?= 1
 check: build check-cuda-config
-	@$(MAKE) --no-print-directory test-cpp test-python test-wheel
+	@$(MAKE) --no-print-directory test-cpp test-python $(if $(filter 1,$(WHEEL)),test-wheel)
+
+# The GPU check's rehearsal (scripts/device-check.sh --rehearse) on this
+# machine, against the GPU machine's torch: tools, GoogleTest from .deps (as
+# carried there), configure and build with the CUDA operator, the C++ tests
+# that need no GPU; the GPU steps are reported NOT-RUN. Its exit status is
+# the verdict; then the script's own bookkeeping (deadline, signals).
+REHEARSE_BUILD := build/device-rehearse
+REHEARSE_PYTHON := $(CURDIR)/.venv/torch-$(REHEARSE_TORCH)/bin/python
+rehearse:
+	@$(MAKE) --no-print-directory setup TORCH=$(REHEARSE_TORCH)
+	scripts/device-check.sh --prepare
+	PYTHON=$(REHEARSE_PYTHON) BUILD=$(REHEARSE_BUILD) OUT=$(REHEARSE_BUILD)/out PHASE=all JOBS=$(JOBS) \
+	  scripts/device-check.sh --rehearse
+	PYTHON=$(REHEARSE_PYTHON) $(REHEARSE_PYTHON) -m pytest -q -p no:cacheprovider tests/scripts
 
 # With CUDA=ON (or OFF) the build must be what was asked for: a build
 # directory configured otherwise before is an error, not a silent pass.

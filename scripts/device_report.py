@@ -1,32 +1,45 @@
 #!/usr/bin/env python3
 """GPU checks and the benchmark verdict of scripts/device-check.sh.
 
-    device_report.py checks                  # syncs per call, CPU == CUDA, graph replays
+    device_report.py checks                    # syncs per call, CPU == CUDA bit for bit
+    device_report.py graphs                    # CUDA graph capture and replays
     device_report.py targets CPP.json PY.json  # the benchmark against the targets
 
-`checks` prints one line per check and exits non-zero when any check fails;
-`targets` prints the benchmark against the targets and exits 0 when the
-numbers were there to compare (a missed target is reported, not an error);
-it exits non-zero when a benchmark result it needs is missing.
+`checks` and `graphs` print one line per check and exit 1 when any check
+fails. `targets` prints the benchmark against the targets; its last line is
+the verdict: "all N targets met" (exit 0), "MISSED: <the missed targets>"
+(exit 2: a missed target is reported, not an error), or "NOT MEASURED: ..."
+(exit 1: a benchmark result it needs is missing or unreadable).
 """
 import json
 import sys
 import warnings
 
 
-def checks() -> int:
+class Report:
+    def __init__(self):
+        self.failures = 0
+
+    def __call__(self, name, ok, detail):
+        self.failures += 0 if ok else 1
+        print(f"{name:<44} {'ok' if ok else 'FAIL':<5} {detail}", flush=True)
+
+
+def cuda_or_none():
     import torch
 
     if not torch.cuda.is_available():
-        print("checks: FAIL: no CUDA device")
+        print("FAIL: no CUDA device")
+        return None
+    return torch
+
+
+def checks() -> int:
+    torch = cuda_or_none()
+    if torch is None:
         return 1
     import syncfree
-    failures = 0
-
-    def report(name, ok, detail):
-        nonlocal failures
-        failures += 0 if ok else 1
-        print(f"{name:<44} {'ok' if ok else 'FAIL':<5} {detail}")
+    report = Report()
 
     # Host syncs per call, per op: CUDA's sync debug mode warns on each one.
     labels = torch.randint(-1, 2, (8, 20000), device="cuda")
@@ -84,7 +97,15 @@ def checks() -> int:
                 total += 1
                 equal += int(torch.equal(ci, gi.cpu()) and torch.equal(cv, gv.cpu()))
     report("stratified CPU == CUDA (seeded)", equal == total, f"{equal}/{total} equal")
+    return 1 if report.failures else 0
 
+
+def graphs() -> int:
+    torch = cuda_or_none()
+    if torch is None:
+        return 1
+    import syncfree
+    report = Report()
     # CUDA graphs: replays draw fresh samples, each equal to the eager call
     # from the same generator state; default and explicit generators.
     for which in ("default generator", "explicit generator"):
@@ -124,7 +145,7 @@ def checks() -> int:
                    f"fresh={fresh} equal-to-eager={same}")
         except Exception as e:  # a clear error is a result too; record it
             report(f"graph replays ({which})", False, f"{type(e).__name__}: {str(e)[:160]}")
-    return 1 if failures else 0
+    return 1 if report.failures else 0
 
 
 # Targets on the GPU (ms, syncfree gather, medians).
@@ -145,6 +166,7 @@ def targets(cpp_json: str, py_json: str) -> int:
                 rows += [dict(r, source=path) for r in json.load(f)["results"]]
         except (OSError, ValueError, KeyError) as e:
             print(f"targets: cannot read {path}: {e}")
+            print(f"NOT MEASURED: no benchmark results in {path}")
             return 1
 
     def find(n, batch, impl):
@@ -153,16 +175,16 @@ def targets(cpp_json: str, py_json: str) -> int:
                 return r
         return None
 
-    missing = met = missed = 0
+    met, missed, missing = [], [], []
     print(f"{'target':<34} {'limit ms':>9} {'measured ms':>12}  verdict")
     for name, n, batch, impl, limit in TARGETS:
         r = find(n, batch, impl)
         if r is None:
-            missing += 1
+            missing.append(name)
             print(f"{name:<34} {limit:>9.4f} {'-':>12}  NOT MEASURED")
             continue
         ok = r["median_ms"] <= limit
-        met, missed = met + ok, missed + (not ok)
+        (met if ok else missed).append(f"{name} ({r['median_ms']:.4f} ms > {limit} ms)" if not ok else name)
         print(f"{name:<34} {limit:>9.4f} {r['median_ms']:>12.4f}  {'met' if ok else 'MISSED'}")
     # At least 10x the best of the seed article's samplers (naive, topk, topk
     # compiled) at N >= 1e6 and for batch 32.
@@ -178,20 +200,29 @@ def targets(cpp_json: str, py_json: str) -> int:
         best = min(rivals, key=lambda q: q["median_ms"])
         ratio = best["median_ms"] / r["median_ms"]
         ok = ratio >= 10
-        met, missed = met + ok, missed + (not ok)
         name = f">=10x best rival N={r['n']} B={r['batch']} ({r['source'].rsplit('/', 1)[-1]})"
+        (met if ok else missed).append(name if ok else f"{name}: {ratio:.1f}x")
         print(f"{name:<60} {ratio:>6.1f}x vs {best['impl']:<13} {'met' if ok else 'MISSED'}")
     syncs = [r for r in rows if r["impl"].startswith("syncfree") and r.get("syncs_per_call") not in (None, 0)]
     for r in syncs:
-        missed += 1
+        name = f"no syncs {r['impl']} N={r['n']} B={r['batch']}"
+        missed.append(f"{name}: {r['syncs_per_call']} per call")
         print(f"syncs per call {r['impl']} N={r['n']} B={r['batch']}: {r['syncs_per_call']}  MISSED")
-    print(f"targets: {met} met, {missed} missed, {missing} not measured")
-    return 1 if missing else 0
+    print(f"targets: {len(met)} met, {len(missed)} missed, {len(missing)} not measured")
+    # The last line is the verdict: never "met" while a target is missed or unmeasured.
+    if missing:
+        print("NOT MEASURED: " + "; ".join(missing) + (f"; MISSED: {'; '.join(missed)}" if missed else ""))
+        return 1
+    if missed:
+        print("MISSED: " + "; ".join(missed))
+        return 2
+    print(f"all {len(met)} targets met")
+    return 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) >= 2 and sys.argv[1] == "checks":
-        sys.exit(checks())
+    if len(sys.argv) == 2 and sys.argv[1] in ("checks", "graphs"):
+        sys.exit(checks() if sys.argv[1] == "checks" else graphs())
     if len(sys.argv) == 4 and sys.argv[1] == "targets":
         sys.exit(targets(sys.argv[2], sys.argv[3]))
     sys.exit(__doc__)

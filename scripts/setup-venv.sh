@@ -13,8 +13,15 @@ python="${PYTHON:-python3}"
 
 # torchvision releases are built for one torch release each: pair them.
 case "$torch_version" in
+  2.11.0) vision="torchvision==0.26.0" ;;
   2.14.1) vision="torchvision==0.29.1" ;;
+  2.15.0) vision="torchvision==0.29.2" ;;  # the newest, built for torch >= 2.14
   *) vision="" ;;  # none paired here: the torchvision tests skip, saying so
+esac
+# A pip configuration may cap torch at an older release (a constraints file
+# for the releases kept on local disk): the newest torch goes past that cap.
+case "$torch_version" in
+  2.15.*) export PIP_CONSTRAINT=/dev/null ;;
 esac
 
 wanted="torch==$torch_version $vision $(sha256sum "$root/requirements/dev.txt" | cut -c1-16)"

@@ -1,0 +1,76 @@
+"""The speed-target verdict of scripts/device_report.py (no GPU needed): a
+missed target is reported as MISSED, never as met, and a missing result is
+NOT MEASURED."""
+import importlib.util
+import json
+import pathlib
+
+import pytest
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "device_report.py"
+spec = importlib.util.spec_from_file_location("device_report", SCRIPT)
+device_report = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(device_report)
+
+
+def results(scale=1.0, drop=None, syncs=0):
+    """Benchmark rows for every target, at scale x the target's limit."""
+    cpp, py = [], []
+    for name, n, batch, impl, limit in device_report.TARGETS:
+        if name == drop:
+            continue
+        cpp.append(dict(n=n, batch=batch, impl=impl, supported=True, median_ms=limit * scale,
+                        syncs_per_call=syncs if impl == "syncfree" else None))
+        if impl == "syncfree" and (n >= 1000000 or batch == 32):
+            py.append(dict(n=n, batch=batch, impl="topk", supported=True, median_ms=limit * 20))
+    return cpp, py
+
+
+def verdict(tmp_path, capsys, cpp, py):
+    paths = []
+    for name, rows in (("cpp.json", cpp), ("py.json", py)):
+        (tmp_path / name).write_text(json.dumps({"results": rows}))
+        paths.append(str(tmp_path / name))
+    rc = device_report.targets(*paths)
+    lines = capsys.readouterr().out.strip().splitlines()
+    return rc, lines
+
+
+def test_all_targets_met(tmp_path, capsys):
+    rc, lines = verdict(tmp_path, capsys, *results(scale=0.5))
+    assert rc == 0
+    assert lines[-1] == f"all {len(device_report.TARGETS) + 3} targets met"
+
+
+@pytest.mark.parametrize("scale", [1.01, 3.0])
+def test_every_target_missed_is_missed_not_met(tmp_path, capsys, scale):
+    rc, lines = verdict(tmp_path, capsys, *results(scale=scale))
+    assert rc == 2
+    assert lines[-1].startswith("MISSED: ")
+    for name, *_ in device_report.TARGETS:
+        assert name in lines[-1]
+    assert not any(line.rstrip().endswith(" met") for line in lines if "x vs" not in line)
+
+
+def test_one_rival_ratio_missed(tmp_path, capsys):
+    cpp, py = results(scale=0.5)
+    py[0]["median_ms"] = cpp[0]["median_ms"] * 2  # only 2x the best rival
+    rc, lines = verdict(tmp_path, capsys, cpp, py)
+    assert rc == 2 and lines[-1].startswith("MISSED: >=10x best rival") and "2.0x" in lines[-1]
+
+
+def test_syncs_are_a_missed_target(tmp_path, capsys):
+    rc, lines = verdict(tmp_path, capsys, *results(scale=0.5, syncs=1))
+    assert rc == 2 and "no syncs syncfree" in lines[-1]
+
+
+def test_a_missing_result_is_not_measured(tmp_path, capsys):
+    rc, lines = verdict(tmp_path, capsys, *results(scale=3.0, drop="single row N=1e7"))
+    assert rc == 1
+    assert lines[-1].startswith("NOT MEASURED: single row N=1e7") and "MISSED: " in lines[-1]
+
+
+def test_an_unreadable_file_is_not_measured(tmp_path, capsys):
+    rc = device_report.targets(str(tmp_path / "none.json"), str(tmp_path / "none.json"))
+    assert rc == 1
+    assert capsys.readouterr().out.strip().splitlines()[-1].startswith("NOT MEASURED: ")

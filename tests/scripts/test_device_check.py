@@ -1,0 +1,103 @@
+"""The bookkeeping of scripts/device-check.sh on a machine without a GPU: the
+deadline, signals, a missing GPU or prerequisite, bad usage. Each case checks
+the exit status, the verdict file and the archive of logs.
+
+Run by `make rehearse` after `scripts/device-check.sh --prepare`, with PYTHON
+set to a Python whose torch is a CUDA build (the script's prerequisite)."""
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import tarfile
+import time
+
+import pytest
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "device-check.sh"
+PYTHON = os.environ.get("PYTHON", sys.executable)
+
+
+def env(tmp_path, **extra):
+    e = dict(os.environ, PYTHON=PYTHON, BUILD=str(tmp_path / "build"), OUT=str(tmp_path / "out"))
+    e.update(extra)
+    return e
+
+
+def verdict_and_logs(tmp_path):
+    out = tmp_path / "out"
+    verdict = (out / "verdict.txt").read_text()
+    with tarfile.open(out / "device-check.tgz") as tar:
+        logs = {pathlib.PurePath(n).name for n in tar.getnames()}
+    assert len(list(out.iterdir())) <= 8
+    return verdict, logs
+
+
+@pytest.fixture(autouse=True)
+def prepared():
+    if not (ROOT / ".deps" / "googletest" / "CMakeLists.txt").is_file():
+        pytest.fail("run scripts/device-check.sh --prepare first (make rehearse does)")
+
+
+def test_a_step_that_no_longer_fits_is_skipped_for_time(tmp_path):
+    # 15 s: the tools are found, but configure (planned 25 s x the core scale) does not fit.
+    r = subprocess.run([str(SCRIPT), "--rehearse"], env=env(tmp_path, DEADLINE="15", TIME_SCALE="1"),
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    verdict, logs = verdict_and_logs(tmp_path)
+    assert "configure" in verdict and "SKIPPED-FOR-TIME" in verdict, verdict
+    assert "PASS" not in verdict.split("SKIPPED-FOR-TIME")[1]
+    assert {"machine.txt", "verdict.txt"} <= logs
+    assert "exit status 1" in r.stdout
+
+
+def test_term_during_a_step_writes_the_verdict_and_stops_the_step(tmp_path):
+    p = subprocess.Popen([str(SCRIPT), "--rehearse"], env=env(tmp_path), stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    seen = []
+    for line in p.stdout:  # wait until configure runs
+        seen.append(line)
+        if "] configure (planned" in line:
+            break
+    else:
+        pytest.fail("configure never started:\n" + "".join(seen))
+    time.sleep(2)
+    t0 = time.monotonic()
+    p.send_signal(signal.SIGTERM)
+    rest = p.stdout.read()
+    rc = p.wait(timeout=60)
+    assert time.monotonic() - t0 < 20, "the script did not stop soon after TERM"
+    assert rc == 1, "".join(seen) + rest
+    verdict, logs = verdict_and_logs(tmp_path)
+    assert "INTERRUPTED" in verdict and "SIGTERM" in verdict, verdict
+    assert "configure.log" in logs
+    # Nothing the step started is left running in the script's session.
+    time.sleep(1)
+    left = subprocess.run(["ps", "-o", "pid,stat,etime,args", "-s", str(p.pid)], capture_output=True,
+                          text=True).stdout.strip().splitlines()[1:]
+    left = [line for line in left if line.split()[1][0] != "Z"]  # exited, not yet reaped by init
+    assert not left, "processes left running:\n" + "\n".join(left)
+
+
+def test_without_a_gpu_a_real_run_fails_at_once_and_says_to_rehearse(tmp_path):
+    r = subprocess.run([str(SCRIPT)], env=env(tmp_path), capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1, r.stdout + r.stderr
+    verdict, _ = verdict_and_logs(tmp_path)
+    assert "GPU visible to torch" in verdict and "FAIL" in verdict and "--rehearse" in verdict, verdict
+    assert "configure" not in verdict
+
+
+def test_a_python_without_torch_is_a_missing_prerequisite(tmp_path):
+    r = subprocess.run([str(SCRIPT), "--rehearse"], env=env(tmp_path, PYTHON="/bin/false"),
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2, r.stdout + r.stderr
+    verdict, _ = verdict_and_logs(tmp_path)
+    assert "prerequisite: a CUDA build of torch" in verdict and "installs nothing" in verdict, verdict
+
+
+@pytest.mark.parametrize("var, value", [("PHASE", "speed"), ("DEADLINE", "8m")])
+def test_bad_usage(tmp_path, var, value):
+    r = subprocess.run([str(SCRIPT), "--rehearse"], env=env(tmp_path, **{var: value}),
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and var in r.stderr, r.stdout + r.stderr
