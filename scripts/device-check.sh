@@ -326,12 +326,13 @@ if want test; then
     end "$name" $rc "$what.log" "$(grep -c ' ok ' "$LOGS/$what.log") ok, $(grep -c ' FAIL ' "$LOGS/$what.log") FAIL"
   done
   # The CUDA Python tests (the CPU-only suite is CI's): no skips allowed.
-  name="pytest CUDA (test_cuda.py, test_build.py)"
+  name="pytest CUDA (test_cuda.py, test_nms_cuda.py, test_compact_values.py, test_build.py)"
   if [ $REHEARSE = 1 ]; then not_run "$name"
   elif [ $have_pytest = 0 ]; then record "$name" NOT-FOUND "pytest is not installed for $PY"
   elif begin "$name" 60 240; then
     run_timed pytest-cuda.log "$step_limit" "${pyenv[@]}" "$PY" -m pytest -q -rs "${xdist[@]}" \
-      -p no:cacheprovider tests/python/test_cuda.py tests/python/test_build.py
+      -p no:cacheprovider tests/python/test_cuda.py tests/python/test_nms_cuda.py \
+      tests/python/test_compact_values.py tests/python/test_build.py
     rc=$?
     summary=$(grep -E '^[0-9]+ (passed|failed)|^=+ .*(passed|failed)' "$LOGS/pytest-cuda.log" | tail -n 1)
     if [ $rc -eq 0 ] && { grep -q "skipped" <<<"$summary" || ! grep -q "passed" <<<"$summary"; }; then

@@ -45,6 +45,10 @@ def checks() -> int:
     labels = torch.randint(-1, 2, (8, 20000), device="cuda")
     features = torch.randn(8, 20000, 16, device="cuda")
     quota = torch.tensor([300, 300], device="cuda")
+    corner = torch.rand(8, 5000, 2, device="cuda") * 500
+    boxes = torch.cat([corner, corner + 8 + torch.rand(8, 5000, 2, device="cuda") * 64], -1)
+    scores = torch.rand(8, 5000, device="cuda")
+    levels = torch.randint(0, 5, (8, 5000), device="cuda")
     calls = {
         "balanced_sample": lambda: syncfree.balanced_sample(labels, 1000),
         "balanced_sample (seed)": lambda: syncfree.balanced_sample(labels, 1000, seed=5),
@@ -52,6 +56,8 @@ def checks() -> int:
         "stratified_sample (tensor quotas)": lambda: syncfree.stratified_sample(labels, 1000, quota),
         "stratified_sample_gather": lambda: syncfree.stratified_sample_gather(features, labels, 1000,
                                                                               quota),
+        "compact": lambda: syncfree.compact(labels > 0, 1000),
+        "nms (idxs, valid)": lambda: syncfree.nms(boxes, scores, 0.7, 1000, idxs=levels, valid=labels[:, :5000] >= 0),
     }
     for name, call in calls.items():
         call()
@@ -97,6 +103,33 @@ def checks() -> int:
                 total += 1
                 equal += int(torch.equal(ci, gi.cpu()) and torch.equal(cv, gv.cpu()))
     report("stratified CPU == CUDA (seeded)", equal == total, f"{equal}/{total} equal")
+
+    # compact: CPU == CUDA over densities and both launch paths (16384 labels).
+    equal = total = 0
+    for shape, k in (((1, 1), 1), ((3, 1000), 100), ((2, 16384), 20000), ((2, 16385), 500),
+                     ((1, 200000), 70000), ((64, 64), 16)):
+        for density in (0.0, 0.01, 0.5, 1.0):
+            mask = torch.rand(shape, generator=gen) < density
+            c = syncfree.compact(mask, k)
+            g = syncfree.compact(mask.cuda(), k)
+            total += 1
+            equal += int(all(torch.equal(a, b.cpu()) for a, b in zip(c, g)))
+    report("compact CPU == CUDA", equal == total, f"{equal}/{total} equal")
+
+    # nms: CPU == CUDA (the CPU equals torchvision in CI), with and without ids.
+    equal = total = 0
+    for b, n, m in ((1, 1, 1), (2, 1000, 300), (8, 5000, 1000), (1, 20000, 2000)):
+        corner = torch.rand(b, n, 2, generator=gen) * 300
+        bx = torch.cat([corner, corner + 4 + torch.rand(b, n, 2, generator=gen) * 64], -1)
+        sc = torch.rand(b, n, generator=gen)
+        ids = torch.randint(0, 5, (b, n), generator=gen)
+        for thr in (0.3, 0.7):
+            for kw in ({}, {"idxs": ids}):
+                c = syncfree.nms(bx, sc, thr, m, **kw)
+                g = syncfree.nms(bx.cuda(), sc.cuda(), thr, m, **{k: v.cuda() for k, v in kw.items()})
+                total += 1
+                equal += int(all(torch.equal(x, y.cpu()) for x, y in zip(c, g)))
+    report("nms CPU == CUDA", equal == total, f"{equal}/{total} equal")
     return 1 if report.failures else 0
 
 
