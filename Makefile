@@ -10,8 +10,8 @@
 # wheel), make build TORCH=..., make bench-python, make plots, make trace.
 # BENCH_ARGS passes flags to the benchmark (see bench/syncfree_bench.cpp).
 
-# The torch versions CI tests (`make test`), one leg each, chosen so that the
-# whole run stays under 30 minutes on 2 cores (a CUDA build costs minutes of
+# The torch versions CI tests (`make test`), one leg each, chosen to keep the
+# whole run short on 2 cores (a CUDA build costs minutes of
 # nvcc, the wheel check a second build and a second Python suite):
 #   2.11.0  the GPU machine's torch (CUDA 13.0 build, torchvision 0.26.0): the
 #           device check's rehearsal (scripts/device-check.sh --rehearse:
@@ -105,7 +105,7 @@ check: build check-cuda-config
 
 # The GPU check's rehearsal (scripts/device-check.sh --rehearse) on this
 # machine, against the GPU machine's torch: tools, GoogleTest from .deps (as
-# carried there), configure and build with the CUDA operator, the C++ tests
+# copied there), configure and build with the CUDA operator, the C++ tests
 # that need no GPU; the GPU steps are reported NOT-RUN. Its exit status is
 # the verdict; then the script's own bookkeeping (deadline, signals).
 REHEARSE_BUILD := build/device-rehearse

@@ -70,7 +70,8 @@ import os, sys
 import torch
 import syncfree, syncfree._build_info as info
 expect = os.environ["SYNCFREE_EXPECT_CUDA_OPERATOR"]
-for op in ("syncfree::balanced_sample", "syncfree::stratified_sample"):
+from syncfree import _without_cuda
+for op in ["syncfree::" + name for name in sorted(_without_cuda.OPS)]:
     cuda = [l for l in torch._C._dispatch_dump_table(op).splitlines() if l.startswith("CUDA:")]
     native = len(cuda) == 1 and ".cu:" in cuda[0]
     if expect and native != (expect == "1"):

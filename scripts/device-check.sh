@@ -49,7 +49,7 @@ if [ "${1:-}" = "--prepare" ]; then
   fi
   rm -rf .deps/googletest && mkdir -p .deps && cp -r "$src" .deps/googletest || exit 2
   echo "device-check --prepare: copied $src to .deps/googletest ($(du -sh .deps | cut -f1))"
-  echo "device-check --prepare: carry .deps to the GPU machine (it is ignored by git)"
+  echo "device-check --prepare: copy .deps along to the GPU machine (it is ignored by git)"
   exit 0
 fi
 REHEARSE=0
@@ -93,12 +93,14 @@ rm -rf "$LOGS" && mkdir -p "$LOGS" "$OUT" || { echo "cannot create $LOGS or $OUT
 
 # --- bookkeeping: the verdict table, rewritten after every step
 declare -a names statuses details
-current="" child="" finished=0 prereq_missing=0
+current="" child="" finished=0 prereq_missing=0 final_status=""
 elapsed() { echo $((SECONDS - T0)); }
 left() { echo $((DEADLINE - (SECONDS - T0) - RESERVE)); }
 write_verdict() {
   {
     echo "syncfree device check: phase $PHASE$([ $REHEARSE = 1 ] && echo ' (rehearsal: no GPU steps)'), deadline ${DEADLINE} s, $(elapsed) s elapsed"
+    if [ -n "$final_status" ]; then echo "status: $final_status"
+    else echo "status: INCOMPLETE (still running, or stopped before the end: not a pass)"; fi
     for i in "${!names[@]}"; do
       printf '%-46s %-16s %s\n' "${names[$i]}" "${statuses[$i]}" "${details[$i]}"
     done
@@ -131,6 +133,7 @@ finish() {
   trap - TERM INT
   exit_status
   local rc=$?
+  final_status="exit $rc"
   write_verdict
   echo
   echo "=== verdict"
@@ -145,7 +148,16 @@ on_signal() {
 }
 trap 'on_signal TERM' TERM
 trap 'on_signal INT' INT
-trap 'finish' EXIT
+# A script that stops on its own error (set -e / -u) before the end fails,
+# whatever the steps recorded so far.
+on_exit() {
+  local rc=$1
+  if [ $finished = 0 ] && [ $rc -ne 0 ] && [ $prereq_missing = 0 ]; then
+    record "${current:-device check}" FAIL "the script stopped early (exit status $rc)"
+  fi
+  finish
+}
+trap 'on_exit $?' EXIT
 
 # run_timed LOG LIMIT COMMAND...: runs COMMAND in the background (so that a
 # signal is handled at once), output to LOG; its exit status (124: limit).
@@ -202,20 +214,21 @@ missing() {  # missing WHAT TODO: a prerequisite is missing: say what to do, sto
   finish
 }
 
-# --- what this runs against, and what it needs carried
+# --- what this runs against, and what it needs copied along
 echo "=== device check: phase $PHASE, deadline ${DEADLINE} s, $JOBS cores (time scale x$TIME_SCALE)$([ $REHEARSE = 1 ] && echo ', REHEARSAL (no GPU steps)')"
-echo "needs carried from the source machine: .deps (made by scripts/device-check.sh --prepare); found: $([ -f .deps/googletest/CMakeLists.txt ] && echo yes || echo NO)"
+echo "needs copied along from the source machine: .deps (made by scripts/device-check.sh --prepare); found: $([ -f .deps/googletest/CMakeLists.txt ] && echo yes || echo NO)"
 current="machine"
+write_verdict  # a verdict exists (INCOMPLETE) even if the probe below hangs
 {
   echo "date: $(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "host: $(uname -srm), $(nproc) cores"
   if command -v nvidia-smi >/dev/null; then
-    echo "GPU: $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -n 4 | paste -sd ';')"
+    echo "GPU: $(timeout 60 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 | head -n 4 | paste -sd ';')"
   else
     echo "GPU: nvidia-smi not found"
   fi
   echo "python: $PY -> $(command -v "$PY" || echo 'not found')"
-  "$PY" - <<'PY' 2>&1 || echo "torch: cannot be imported"
+  timeout 120 "$PY" - <<'PY' 2>&1 || echo "torch: cannot be imported (or the probe hung for 120 s)"
 import sys, importlib.util as u
 print("python version:", sys.version.split()[0])
 import torch
@@ -224,7 +237,7 @@ print("torch:", torch.__version__, "| CUDA build:", torch.version.cuda,
       "| device:", torch.cuda.get_device_name() if torch.cuda.is_available() else "-")
 import torch.utils
 print("torch cmake prefix:", torch.utils.cmake_prefix_path)
-for m in ("pytest", "xdist", "torchvision"):
+for m in ("pytest", "xdist", "torchvision", "numpy"):
     print(f"{m}:", "found" if u.find_spec(m) else "not found")
 PY
   for tool in nvcc cmake ninja compute-sanitizer; do
@@ -238,7 +251,7 @@ PY
       echo "$tool: not found"
     fi
   done
-  if [ -f .deps/googletest/CMakeLists.txt ]; then echo "googletest: .deps/googletest (carried)"
+  if [ -f .deps/googletest/CMakeLists.txt ]; then echo "googletest: .deps/googletest (copied along)"
   else echo "googletest: not found in .deps"; fi
 } >"$LOGS/machine.txt" 2>&1
 cat "$LOGS/machine.txt"
@@ -249,8 +262,10 @@ for tool in nvcc cmake ninja; do
     missing "$tool" "put it on PATH (nvcc: the CUDA toolkit's bin, e.g. /usr/local/cuda/bin; cmake, ninja: pip, beside $PY)"
 done
 [ -f .deps/googletest/CMakeLists.txt ] ||
-  missing "GoogleTest sources (.deps/googletest)" "run scripts/device-check.sh --prepare on a machine with libgtest-dev, then carry .deps"
-grep -q "^pytest: found" "$LOGS/machine.txt" && have_pytest=1 || have_pytest=0
+  missing "GoogleTest sources (.deps/googletest)" "run scripts/device-check.sh --prepare on a machine with libgtest-dev, then copy .deps along"
+# The CUDA Python tests need pytest and numpy (their NumPy references).
+grep -q "^pytest: found" "$LOGS/machine.txt" && grep -q "^numpy: found" "$LOGS/machine.txt" &&
+  have_pytest=1 || have_pytest=0
 grep -q "^xdist: found" "$LOGS/machine.txt" && xdist=(-n 4) || xdist=()
 grep -q "^compute-sanitizer: not found" "$LOGS/machine.txt" && have_sanitizer=0 || have_sanitizer=1
 if [ $REHEARSE = 1 ]; then
@@ -263,7 +278,7 @@ else
 fi
 
 # --- build: configure once (a later phase on the same machine only rebuilds
-# what changed), GoogleTest from the carried sources on every machine.
+# what changed), GoogleTest from the copied sources on every machine.
 if [ ! -f "$BUILD/build.ninja" ]; then
   if begin "configure" 25 120; then
     prefix="$(sed -n 's/^torch cmake prefix: //p' "$LOGS/machine.txt")"
@@ -328,11 +343,11 @@ if want test; then
   # The CUDA Python tests (the CPU-only suite is CI's): no skips allowed.
   name="pytest CUDA (test_cuda.py, test_nms_cuda.py, test_compact_values.py, test_build.py)"
   if [ $REHEARSE = 1 ]; then not_run "$name"
-  elif [ $have_pytest = 0 ]; then record "$name" NOT-FOUND "pytest is not installed for $PY"
+  elif [ $have_pytest = 0 ]; then record "$name" NOT-FOUND "pytest or numpy is not installed for $PY"
   elif begin "$name" 60 240; then
     run_timed pytest-cuda.log "$step_limit" "${pyenv[@]}" "$PY" -m pytest -q -rs "${xdist[@]}" \
-      -p no:cacheprovider tests/python/test_cuda.py tests/python/test_nms_cuda.py \
-      tests/python/test_compact_values.py tests/python/test_build.py
+      -p no:cacheprovider -k "not without_cuda_operator" tests/python/test_cuda.py \
+      tests/python/test_nms_cuda.py tests/python/test_compact_values.py tests/python/test_build.py
     rc=$?
     summary=$(grep -E '^[0-9]+ (passed|failed)|^=+ .*(passed|failed)' "$LOGS/pytest-cuda.log" | tail -n 1)
     if [ $rc -eq 0 ] && { grep -q "skipped" <<<"$summary" || ! grep -q "passed" <<<"$summary"; }; then
@@ -360,7 +375,7 @@ if want bench; then
              --impls topk,syncfree,syncfree-indices,syncfree-graph --min-time "$MIN_TIME"
              --json "$LOGS/bench-gpu-rows.json") ;;
       python) name="benchmark Python (cuda, torch.compile)"; planned=90; limit=240
-        # The seed article's samplers, torch.compile of the static one compiled per shape.
+        # The reference samplers (naive, topk), torch.compile of the static one compiled per shape.
         cmd=("${pyenv[@]}" "$PY" bench/bench.py --device cuda --min-time "$MIN_TIME" --sizes 1e6,1e7
              --batch-sizes 1e5 --impls naive,topk,topk-compiled,syncfree
              --json "$LOGS/bench-gpu-python.json") ;;

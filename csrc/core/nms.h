@@ -144,6 +144,11 @@ inline double nms_threshold<double>(double t) {
 }
 template <>
 inline float nms_threshold<float>(double t) {
+  // Outside float's finite range the cast would be undefined: the largest
+  // float <= t is then FLT_MAX (t above it) or -inf (t below -FLT_MAX).
+  constexpr double kMax = static_cast<double>(std::numeric_limits<float>::max());
+  if (t > kMax && t != std::numeric_limits<double>::infinity()) return std::numeric_limits<float>::max();
+  if (t < -kMax) return -std::numeric_limits<float>::infinity();
   float f = static_cast<float>(t);
   if (static_cast<double>(f) > t) f = std::nextafter(f, -std::numeric_limits<float>::infinity());
   return f;

@@ -72,15 +72,22 @@ inline int64_t parallel_grain(int64_t unit_work) {
 
 // --- labels --------------------------------------------------------------------------
 
-// Element offset of row r's first label, for any strides of the leading dims.
-inline int64_t row_offset(const at::Tensor& labels, int64_t r) {
+// Element offset of row r of a tensor whose first `lead` dimensions are the
+// rows (flat row index r over them), for any strides.
+inline int64_t row_offset(const at::Tensor& t, int64_t lead, int64_t r) {
   int64_t offset = 0;
-  for (int64_t d = labels.dim() - 2; d >= 0; --d) {
-    const int64_t size = labels.size(d);
-    offset += (r % size) * labels.stride(d);
+  for (int64_t d = lead - 1; d >= 0; --d) {
+    const int64_t size = t.size(d);
+    offset += (r % size) * t.stride(d);
     r /= size;
   }
   return offset;
+}
+
+// Element offset of row r's first label of labels [..., N]: every dimension
+// but the last is a row dimension.
+inline int64_t row_offset(const at::Tensor& labels, int64_t r) {
+  return row_offset(labels, labels.dim() - 1, r);
 }
 
 }  // namespace ops

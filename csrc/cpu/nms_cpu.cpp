@@ -12,25 +12,14 @@
 #include <type_traits>
 
 #include "core/nms.h"
-#include "cpu/parallel.h"
+#include "cpu/common.h"
+#include "ops/common.h"
 #include "ops/nms.h"
 
 namespace syncfree {
 namespace ops {
 
 namespace {
-
-// Element offset of row r in a tensor whose first `lead` dims are the rows,
-// for any strides.
-int64_t row_offset(const at::Tensor& t, int64_t lead, int64_t r) {
-  int64_t offset = 0;
-  for (int64_t d = lead - 1; d >= 0; --d) {
-    const int64_t size = t.size(d);
-    offset += (r % size) * t.stride(d);
-    r /= size;
-  }
-  return offset;
-}
 
 // float for float16, bfloat16 and float32 (exact conversions), double for float64.
 template <typename In>
@@ -83,7 +72,7 @@ void nms_rows(const Inputs& in, int64_t rows, int64_t n, double iou_threshold, i
               int64_t* out_index, bool* out_valid) {
   using T = ComputeType<In>;
   const T threshold = core::nms_threshold<T>(iou_threshold);
-  // A row's work (units: cpu/parallel.h): reading and sorting its boxes,
+  // A row's work (units: cpu/common.h): reading and sorting its boxes,
   // about 20 units each, and the greedy passes, at least as much.
   const int64_t per_row = 40 * std::max<int64_t>(n, 1) + max_output;
   at::parallel_for(0, rows, parallel_grain(per_row), [&](int64_t begin, int64_t end) {
@@ -104,7 +93,7 @@ std::tuple<at::Tensor, at::Tensor> nms_cpu(const at::Tensor& boxes, const at::Te
   check_nms_args(boxes, scores, iou_threshold, max_output, idxs, valid);
   at::Tensor indices, out_valid;
   std::tie(indices, out_valid) = empty_nms_outputs(scores, max_output);
-  const int64_t rows = nms_num_rows(scores).expect_int();
+  const int64_t rows = num_rows(scores).expect_int();
   const int64_t n = scores.size(-1);
   if (rows == 0 || max_output == 0) return {indices, out_valid};
   // idxs as int64 (a copy only for other integer dtypes).

@@ -10,6 +10,7 @@
 #include <torch/library.h>
 
 #include "cuda/nms_kernels.h"
+#include "ops/common.h"
 #include "ops/nms.h"
 
 namespace syncfree {
@@ -35,7 +36,7 @@ std::tuple<at::Tensor, at::Tensor> nms_cuda(const at::Tensor& boxes, const at::T
                                             const c10::optional<at::Tensor>& valid) {
   check_nms_args(boxes, scores, iou_threshold, max_output, idxs, valid);
   const c10::cuda::CUDAGuard guard(boxes.device());
-  const int64_t rows = nms_num_rows(scores).expect_int();
+  const int64_t rows = num_rows(scores).expect_int();
   const int64_t n = scores.size(-1);
   at::Tensor indices, out_valid;
   std::tie(indices, out_valid) = empty_nms_outputs(scores, max_output);

@@ -227,7 +227,11 @@ __global__ void __launch_bounds__(kGreedyThreads)
   for (int64_t w = t; w < used; w += blockDim.x) removed[w] = 0;
   if (t == 0) kept = 0;
   __syncthreads();
-  for (int64_t cb = 0; cb < used && kept < max_output; ++cb) {
+  // Thread 0 writes kept, num_word_kept and word_kept only between the
+  // second barrier of one word and the first of the next; the other threads
+  // read them only between the two barriers (kept into a register, so that
+  // every thread leaves the loop at the same word).
+  for (int64_t cb = 0; cb < used; ++cb) {
     if (t == 0) {
       unsigned long long rem = removed[cb];
       int64_t k = kept;
@@ -247,7 +251,8 @@ __global__ void __launch_bounds__(kGreedyThreads)
       kept = k;
     }
     __syncthreads();
-    if (kept < max_output) {
+    const bool more = kept < max_output;
+    if (more) {
       const int nk = num_word_kept;
       for (int64_t w = cb + 1 + t; w < used; w += blockDim.x) {
         unsigned long long acc = removed[w];
@@ -256,6 +261,7 @@ __global__ void __launch_bounds__(kGreedyThreads)
       }
     }
     __syncthreads();
+    if (!more) break;
   }
   for (int64_t s = kept + t; s < max_output; s += blockDim.x) {
     out[s] = -1;

@@ -3,6 +3,8 @@
 // csrc/cuda/compact_cuda.cu, the rule in csrc/core/mask_compact.h.
 #include "ops/compact.h"
 
+#include "ops/common.h"
+
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
@@ -30,12 +32,6 @@ bool is_mask_dtype(at::ScalarType t) {
   }
 }
 
-c10::SymInt sym_rows(const at::Tensor& mask) {
-  c10::SymInt rows = 1;
-  for (int64_t d = 0; d + 1 < mask.dim(); ++d) rows *= mask.sym_size(d);
-  return rows;
-}
-
 }  // namespace
 
 void check_compact_args(const at::Tensor& mask, int64_t size) {
@@ -50,7 +46,7 @@ void check_compact_args(const at::Tensor& mask, int64_t size) {
   TORCH_CHECK(size >= 0, "syncfree.compact: size must be >= 0, got ", size);
   // Checked on concrete sizes only: a symbolic batch (torch.compile tracing)
   // would get a guard for nothing, and the real kernel checks again.
-  const c10::optional<int64_t> rows = sym_rows(mask).maybe_as_int();
+  const c10::optional<int64_t> rows = num_rows(mask).maybe_as_int();
   TORCH_CHECK(size == 0 || !rows.has_value() ||
                   *rows <= std::numeric_limits<int64_t>::max() / size,
               "syncfree.compact: the output would have ", rows.value_or(0), " x ", size,
@@ -68,7 +64,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> empty_compact_outputs(const at::T
           at::empty_symint(lead, mask.options().dtype(at::kLong))};
 }
 
-int64_t compact_rows(const at::Tensor& mask) { return sym_rows(mask).expect_int(); }
+int64_t compact_rows(const at::Tensor& mask) { return num_rows(mask).expect_int(); }
 
 namespace {
 

@@ -3,6 +3,8 @@
 // csrc/cuda/nms_cuda.cu, the rule in csrc/core/nms.h.
 #include "ops/nms.h"
 
+#include "ops/common.h"
+
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
 
@@ -77,17 +79,11 @@ void check_nms_args(const at::Tensor& boxes, const at::Tensor& scores, double io
                 "syncfree.nms: valid must be on the boxes' device ", boxes.device(), ", got ",
                 valid->device());
   }
-  const c10::optional<int64_t> rows = nms_num_rows(scores).maybe_as_int();
+  const c10::optional<int64_t> rows = num_rows(scores).maybe_as_int();
   TORCH_CHECK(max_output == 0 || !rows.has_value() ||
                   *rows <= std::numeric_limits<int64_t>::max() / max_output,
               "syncfree.nms: max_output must leave the output indexable by int64, got ",
               max_output, " slots for ", rows.value_or(0), " rows");
-}
-
-c10::SymInt nms_num_rows(const at::Tensor& scores) {
-  c10::SymInt rows = 1;
-  for (int64_t d = 0; d + 1 < scores.dim(); ++d) rows *= scores.sym_size(d);
-  return rows;
 }
 
 std::tuple<at::Tensor, at::Tensor> empty_nms_outputs(const at::Tensor& scores,

@@ -25,9 +25,6 @@ void check_nms_args(const at::Tensor& boxes, const at::Tensor& scores, double io
 // An optional tensor that is given and defined.
 inline bool nms_has(const c10::optional<at::Tensor>& t) { return t.has_value() && t->defined(); }
 
-// Number of rows: the product of scores.shape[:-1] (1 for 1-d scores).
-c10::SymInt nms_num_rows(const at::Tensor& scores);
-
 // Uninitialized (indices int64, valid bool) of shape scores.shape[:-1] +
 // [max_output] (sizes may be symbolic).
 std::tuple<at::Tensor, at::Tensor> empty_nms_outputs(const at::Tensor& scores, int64_t max_output);

@@ -12,7 +12,7 @@ import torch
 # The operators with device kernels; the others are built from them and from
 # ATen operators (they reach one of these for a CUDA tensor).
 # Each with the name of its first tensor argument, which the message names.
-OPS = {"balanced_sample": "labels", "stratified_sample": "labels", "compact": "mask"}
+OPS = {"balanced_sample": "labels", "stratified_sample": "labels", "compact": "mask", "nms": "boxes"}
 
 _library = None
 

@@ -340,10 +340,8 @@ def compact(mask: Tensor, size: int) -> Tuple[Tensor, Tensor, Tensor]:
         ``torch.nonzero_static(mask, size=K).squeeze(1)``.
     """
     if not torch.jit.is_scripting():
-        if not isinstance(mask, torch.Tensor):
-            raise TypeError(f"syncfree.compact: mask must be a torch.Tensor, got {type(mask).__name__}")
-        if isinstance(size, bool) or not isinstance(size, int):
-            raise TypeError(f"syncfree.compact: size must be an int, got {type(size).__name__}")
+        _check_tensor("compact", "mask", mask)
+        _check_int("compact", "size", size)
     return torch.ops.syncfree.compact(mask, size)
 
 
@@ -386,9 +384,10 @@ def nms(
         ``valid`` (bool) marks the filled slots.
     """
     if not torch.jit.is_scripting():
-        for name, value in (("boxes", boxes), ("scores", scores)):
-            if not isinstance(value, torch.Tensor):
-                raise TypeError(f"syncfree.nms: {name} must be a torch.Tensor, got {type(value).__name__}")
+        _check_tensor("nms", "boxes", boxes)
+        _check_tensor("nms", "scores", scores)
+        _check_float("nms", "iou_threshold", iou_threshold)
+        _check_int("nms", "max_output", max_output)
         for name, value in (("idxs", idxs), ("valid", valid)):
             if value is not None and not isinstance(value, torch.Tensor):
                 raise TypeError(f"syncfree.nms: {name} must be a torch.Tensor or None, got {type(value).__name__}")

@@ -50,7 +50,7 @@ def test_cuda_kernels_registered_as_built():
 
 
 @pytest.mark.skipif(info.CUDA_OPERATOR, reason="this build has the CUDA operator")
-@pytest.mark.parametrize("op", ["balanced_sample", "stratified_sample", "compact"])
+@pytest.mark.parametrize("op", sorted(_without_cuda.OPS))
 def test_cuda_tensor_without_cuda_operator_says_how_to_rebuild(op):
     # The kernel a CUDA tensor reaches (called through the dispatcher's CUDA
     # entry: no GPU is needed to reach it).
@@ -59,6 +59,7 @@ def test_cuda_tensor_without_cuda_operator_says_how_to_rebuild(op):
         "balanced_sample": (labels, 2, 0.5),
         "stratified_sample": (labels, 2, torch.tensor([1, 1])),
         "compact": (labels != 0, 2),
+        "nms": (torch.rand(4, 4), torch.rand(4), 0.5, 2),
     }[op]
     cuda = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
     with pytest.raises(RuntimeError) as e:

@@ -59,9 +59,10 @@ def test_one_rival_ratio_missed(tmp_path, capsys):
     assert rc == 2 and lines[-1].startswith("MISSED: >=10x best rival") and "2.0x" in lines[-1]
 
 
-def test_syncs_are_a_missed_target(tmp_path, capsys):
+def test_syncs_fail_the_check(tmp_path, capsys):
+    # A host sync breaks a guarantee: a failure (exit 1), not a missed speed target.
     rc, lines = verdict(tmp_path, capsys, *results(scale=0.5, syncs=1))
-    assert rc == 2 and "no syncs syncfree" in lines[-1]
+    assert rc == 1 and lines[-1].startswith("FAIL: ") and "no syncs syncfree" in lines[-1]
 
 
 def test_a_missing_result_is_not_measured(tmp_path, capsys):

@@ -7,6 +7,11 @@ with a marker on the line just before it, which the rendered page hides:
     <!-- snippet: not run (the reason) -->
 
 such blocks are skipped with that reason (and counted in the skips). A block
+that documents a limit of some torch releases says which it needs:
+
+    <!-- snippet: torch < 2.15 (the reason) -->
+
+and is skipped, with the reason, on the others only. A block
 that imports torchvision skips without it, except on the CI leg that pairs
 torchvision with torch (SYNCFREE_EXPECT_TORCHVISION=1), where it must run.
 """
@@ -21,6 +26,23 @@ import torch
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 MARKER = re.compile(r"^<!--\s*snippet:\s*not run\s*\((?P<reason>[^)]+)\)\s*-->\s*$")
 OPEN = re.compile(r"^```python\s*$")
+VERSION_MARKER = re.compile(
+    r"^<!--\s*snippet:\s*torch\s*<\s*(?P<version>[0-9]+\.[0-9]+)\s*\((?P<reason>[^)]+)\)\s*-->\s*$")
+
+
+def _torch_minor():
+    return tuple(int(x) for x in torch.__version__.split("+")[0].split(".")[:2])
+
+
+def _skip_reason(line):
+    """The reason to skip the block after `line` on this torch, or None."""
+    marker = MARKER.match(line)
+    if marker:
+        return marker["reason"]
+    marker = VERSION_MARKER.match(line)
+    if marker and _torch_minor() >= tuple(int(x) for x in marker["version"].split(".")):
+        return f"needs torch < {marker['version']}: {marker['reason']}"
+    return None
 
 
 def snippets():
@@ -38,9 +60,9 @@ def snippets():
                 while j < len(lines) and lines[j].strip() != "```":
                     j += 1
                 assert j < len(lines), f"{path}:{start + 1}: unterminated ```python block"
-                marker = MARKER.match(lines[start - 1]) if start > 0 else None
+                reason = _skip_reason(lines[start - 1]) if start > 0 else None
                 name = f"{os.path.relpath(path, ROOT)}:{start + 1}"
-                found.append(pytest.param("\n".join(lines[start + 1:j]), marker and marker["reason"], id=name))
+                found.append(pytest.param("\n".join(lines[start + 1:j]), reason, id=name))
                 i = j
             i += 1
     return found
@@ -60,7 +82,8 @@ def test_markers_are_well_formed():
         with open(path, encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
                 if "snippet:" in line and line.lstrip().startswith("<!--"):
-                    assert MARKER.match(line.rstrip("\n")), f"{path}:{n}: malformed marker {line!r}"
+                    assert MARKER.match(line.rstrip("\n")) or VERSION_MARKER.match(line.rstrip("\n")), \
+                        f"{path}:{n}: malformed marker {line!r}"
 
 
 def _cleanup():

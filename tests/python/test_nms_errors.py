@@ -67,6 +67,13 @@ def test_python_wrapper_names_wrong_types():
         syncfree.nms(BOXES, SCORES, 0.5, 2, idxs=[0] * 10)
     with pytest.raises(TypeError, match=r"^syncfree\.nms: valid must be a torch.Tensor or None, got bool"):
         syncfree.nms(BOXES, SCORES, 0.5, 2, valid=True)
+    # A bool would pass the dispatcher as 1 or 1.0.
+    with pytest.raises(TypeError, match=r"^syncfree\.nms: max_output must be an int, got bool"):
+        syncfree.nms(BOXES, SCORES, 0.5, True)
+    with pytest.raises(TypeError, match=r"^syncfree\.nms: max_output must be an int, got float"):
+        syncfree.nms(BOXES, SCORES, 0.5, 2.0)
+    with pytest.raises(TypeError, match=r"^syncfree\.nms: iou_threshold must be a float, got bool"):
+        syncfree.nms(BOXES, SCORES, True, 2)
 
 
 def test_meta_shapes():

@@ -369,7 +369,7 @@ def test_generator_reproducibility_and_fixed_consumption():
 
 
 def test_results_do_not_depend_on_the_thread_count():
-    # Large enough that the rows are split over threads (cpu/parallel.h):
+    # Large enough that the rows are split over threads (cpu/common.h):
     # 64 rows of 2 * 20000 + 12 * 512 units each.
     gen = torch.Generator().manual_seed(5)
     labels = torch.randint(-1, 30, (64, 20000), generator=gen)

@@ -7,9 +7,11 @@ or, for every detection model built from then on, ``sf_tv.patch()`` (no
 argument: replaces torchvision's sampler class). ``unpatch(model)`` and
 ``unpatch()`` undo each.
 
-Patched models keep syncfree's sampler under ``torch.jit.script``: the sampler
-is a TorchScript class, and a module that holds one declares it as the type of
-its ``fg_bg_sampler`` (see :func:`patch`).
+Patched models keep syncfree's sampler under ``torch.jit.script`` up to torch
+2.14: the sampler is a TorchScript class, and a module that holds one declares
+it as the type of its ``fg_bg_sampler`` (see :func:`patch`). torch 2.15 reads
+TorchScript attribute types from the class only: there a scripted patched
+model samples with torchvision's sampler (a known limit).
 """
 import contextlib
 import inspect
@@ -171,9 +173,10 @@ def patch(model: Optional[torch.nn.Module] = None) -> Optional[torch.nn.Module]:
     which the RPN and ROI heads instantiate, so every detection model built
     afterwards uses syncfree, until :func:`unpatch` ``()``.
 
-    TorchScript: ``torch.jit.script`` scripts each module's ``fg_bg_sampler``
-    with the class of the sampler the module holds, so a patched model samples
-    with syncfree scripted as well as eager. For this the swapped modules of
+    TorchScript (up to torch 2.14; not on 2.15, see the module's docstring):
+    ``torch.jit.script`` scripts each module's ``fg_bg_sampler`` with the class
+    of the sampler the module holds, so a patched model samples with syncfree
+    scripted as well as eager. For this the swapped modules of
     ``model`` get their own ``__annotations__`` naming syncfree's class, and
     ``patch()`` gives torchvision's ``RegionProposalNetwork`` and ``RoIHeads``
     a ``__prepare_scriptable__`` that does the same when they are scripted (it
