@@ -42,9 +42,11 @@ def test_randomized_configurations():
         high = max(3, negative_label + 2)
         labels = random_labels(lead + (N,), dtype, -2, high, generator=gen)
         if rng.random() < 0.3:  # skewed classes
+            # In int64: torch.where has no kernel for uint16/32/64 before torch 2.13.
             labels = torch.where(torch.rand(labels.shape, generator=gen) < 0.9,
-                                 torch.full_like(labels, negative_label if dtype != torch.bool else 0),
-                                 labels)
+                                 torch.full_like(labels, negative_label if dtype != torch.bool else 0,
+                                                 dtype=torch.int64),
+                                 labels.to(torch.int64)).to(dtype)
         idx, valid = syncfree.balanced_sample(labels, K, fraction, negative_label=negative_label,
                                               fill_positives=fill, seed=case)
         check_sample(labels, idx, valid, K, fraction, negative_label, fill)

@@ -127,6 +127,12 @@ def detection_batch(seed=1, images=2):
     return batch, targets
 
 
+# torch 2.11's pad_sequence decomposition guards on which image has the most
+# proposals, so the patched sampler recompiles when that changes between steps
+# (seen on torch 2.11 with torchvision 0.26; not on 2.14 and 2.15).
+@pytest.mark.xfail(tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) < (2, 14),
+                   reason="torch < 2.14: pad_sequence guards on the relative sizes of the per-image tensors",
+                   raises=torch._dynamo.exc.RecompileError, strict=True)
 def test_patched_detection_training_step_compiles_once():
     # torchvision's own graph breaks are fine (each piece is a frame of its
     # own), and so are its own recompilations in the first two steps
