@@ -8,6 +8,7 @@
 #include <c10/cuda/CUDAStream.h>
 #include <torch/library.h>
 
+#include "cuda/adapter.h"
 #include "cuda/compact_kernels.h"
 #include "ops/compact.h"
 
@@ -15,20 +16,6 @@ namespace syncfree {
 namespace ops {
 
 namespace {
-
-cuda::MaskType mask_type(at::ScalarType t) {
-  switch (t) {
-    case at::kBool: return cuda::MaskType::kBool;
-    case at::kByte: return cuda::MaskType::kUInt8;
-    case at::kChar: return cuda::MaskType::kInt8;
-    case at::kShort: return cuda::MaskType::kInt16;
-    case at::kInt: return cuda::MaskType::kInt32;
-    default: break;
-  }
-  // check_compact_args rejects other dtypes first.
-  TORCH_CHECK(t == at::kLong, "syncfree.compact: unsupported mask dtype ", t);
-  return cuda::MaskType::kInt64;
-}
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> compact_cuda(const at::Tensor& mask,
                                                             int64_t size) {
@@ -49,7 +36,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> compact_cuda(const at::Tensor& ma
   const at::Tensor flat = mask.reshape({rows, n});
   cuda::CompactArgs args;
   args.mask = flat.data_ptr();
-  args.mask_type = mask_type(mask.scalar_type());
+  args.mask_type = label_type(mask.scalar_type());  // check_compact_args admits a subset
   args.row_stride = flat.stride(0);
   args.item_stride = flat.stride(1);
   args.rows = rows;

@@ -19,19 +19,6 @@ constexpr int64_t kMaxFinishBlocks = int64_t{1} << 20;
 
 static_assert(kBlockThreads * kItems == kCompactChunkN, "a chunk is one round of a full block");
 
-template <typename F>
-cudaError_t with_mask_type(MaskType type, const F& f) {
-  switch (type) {
-    case MaskType::kBool: return f(bool{});
-    case MaskType::kUInt8: return f(uint8_t{});
-    case MaskType::kInt8: return f(int8_t{});
-    case MaskType::kInt16: return f(int16_t{});
-    case MaskType::kInt32: return f(int32_t{});
-    case MaskType::kInt64: return f(int64_t{});
-  }
-  return cudaErrorInvalidValue;
-}
-
 int64_t num_chunks(int64_t n) { return (n + kCompactChunkN - 1) / kCompactChunkN; }
 
 bool one_launch(const CompactArgs& a) {
@@ -250,7 +237,7 @@ cudaError_t launch_compact(const CompactArgs& a, cudaStream_t stream) {
   if (a.rows == 0) return cudaSuccess;
   if (!compact_shape_supported(a.rows, a.n)) return cudaErrorInvalidConfiguration;
   if (!one_launch(a) && a.workspace == nullptr) return cudaErrorInvalidValue;
-  return with_mask_type(a.mask_type, [&](auto type) {
+  return with_label_type(a.mask_type, [&](auto type) {
     return launch_typed<decltype(type)>(a, stream);
   });
 }

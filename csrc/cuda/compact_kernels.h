@@ -20,10 +20,10 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "cuda/common.h"  // LabelType, with_label_type: the mask dtypes
+
 namespace syncfree {
 namespace cuda {
-
-enum class MaskType { kBool, kUInt8, kInt8, kInt16, kInt32, kInt64 };
 
 // Rows up to this length take the one-launch path.
 constexpr int64_t kCompactOneLaunchMaxN = 16384;
@@ -33,7 +33,7 @@ constexpr int64_t kCompactChunkN = 8192;
 
 struct CompactArgs {
   const void* mask = nullptr;  // element (r, i) at mask[r * row_stride + i * item_stride]
-  MaskType mask_type = MaskType::kBool;
+  LabelType mask_type = LabelType::kBool;
   int64_t row_stride = 0;   // elements
   int64_t item_stride = 1;  // elements
   int64_t rows = 0;

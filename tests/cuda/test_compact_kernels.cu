@@ -66,7 +66,7 @@ Result reference(const HostData<T>& data, const Mask& m, int64_t k) {
 }
 
 template <typename T>
-void run_gpu(const HostData<T>& data, const Mask& m, int64_t k, cuda::MaskType type,
+void run_gpu(const HostData<T>& data, const Mask& m, int64_t k, cuda::LabelType type,
              bool multi_launch, Result* out) {
   cuda::CompactArgs a;
   a.mask_type = type;
@@ -132,7 +132,7 @@ HostData<T> random_data(size_t size, double density, std::mt19937_64* rng) {
 }
 
 template <typename T>
-void check_type(cuda::MaskType type) {
+void check_type(cuda::LabelType type) {
   std::mt19937_64 rng(17);
   struct Shape {
     int64_t rows, n;
@@ -176,27 +176,27 @@ void check_type(cuda::MaskType type) {
 
 TEST(CompactKernels, BoolEqualsCpu) {
   SKIP_WITHOUT_GPU();
-  check_type<bool>(cuda::MaskType::kBool);
+  check_type<bool>(cuda::LabelType::kBool);
 }
 TEST(CompactKernels, UInt8EqualsCpu) {
   SKIP_WITHOUT_GPU();
-  check_type<uint8_t>(cuda::MaskType::kUInt8);
+  check_type<uint8_t>(cuda::LabelType::kUInt8);
 }
 TEST(CompactKernels, Int8EqualsCpu) {
   SKIP_WITHOUT_GPU();
-  check_type<int8_t>(cuda::MaskType::kInt8);
+  check_type<int8_t>(cuda::LabelType::kInt8);
 }
 TEST(CompactKernels, Int16EqualsCpu) {
   SKIP_WITHOUT_GPU();
-  check_type<int16_t>(cuda::MaskType::kInt16);
+  check_type<int16_t>(cuda::LabelType::kInt16);
 }
 TEST(CompactKernels, Int32EqualsCpu) {
   SKIP_WITHOUT_GPU();
-  check_type<int32_t>(cuda::MaskType::kInt32);
+  check_type<int32_t>(cuda::LabelType::kInt32);
 }
 TEST(CompactKernels, Int64EqualsCpu) {
   SKIP_WITHOUT_GPU();
-  check_type<int64_t>(cuda::MaskType::kInt64);
+  check_type<int64_t>(cuda::LabelType::kInt64);
 }
 
 // A few calls on both launch paths, small enough for compute-sanitizer
@@ -212,7 +212,7 @@ TEST(CompactKernels, SanitizerCase) {
       const Result want = reference(data, m, k);
       for (const bool multi : {false, true}) {
         Result got;
-        run_gpu(data, m, k, cuda::MaskType::kBool, multi, &got);
+        run_gpu(data, m, k, cuda::LabelType::kBool, multi, &got);
         if (::testing::Test::HasFatalFailure()) return;
         EXPECT_EQ(got.indices, want.indices) << m.n << " " << k << " " << multi;
         EXPECT_EQ(got.valid, want.valid);
