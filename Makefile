@@ -31,6 +31,10 @@ CUDA_TORCHES := 2.11.0 2.14.1
 VISION_TORCHES := 2.11.0 2.14.1 2.15.0
 WHEEL_TORCHES := 2.13.0 2.14.1
 REHEARSE_TORCH := 2.11.0
+# The tests of whole torchvision detection models (pytest marker `models`:
+# make_static's models compiled and exported, minutes on 2 cores) run on this
+# leg only; the others, and the wheel checks, deselect them.
+MODEL_TORCH := 2.14.1
 DEFAULT_TORCH := 2.13.0
 TORCH ?= $(DEFAULT_TORCH)
 # 1: the torchvision drop-in tests fail instead of skipping without torchvision.
@@ -133,7 +137,8 @@ test-cpp:
 # build that should have the CUDA operator does not register it.
 test-python:
 	SYNCFREE_EXPECT_CUDA_OPERATOR=$$(grep -q '^SYNCFREE_CUDA_OPERATOR:INTERNAL=ON' $(BUILD)/CMakeCache.txt && echo 1 || echo 0) \
-	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) -m pytest -q -n 2 -p no:cacheprovider tests/python
+	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) -m pytest -q -n 2 -p no:cacheprovider \
+	  $(if $(filter $(MODEL_TORCH),$(TORCH)),,-m "not models") tests/python
 
 # pip wheel . (with the CUDA operator where this build has it), installed
 # into a fresh venv that sees this torch, and the Python tests run against

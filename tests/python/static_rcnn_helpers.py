@@ -1,0 +1,185 @@
+"""Models, data and comparisons shared by the tests of ``make_static``."""
+import copy
+import os
+from collections import OrderedDict
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+H = W = 128
+
+
+def torchvision_or_skip():
+    if os.environ.get("SYNCFREE_EXPECT_TORCHVISION") == "1":
+        import torchvision  # a failed import fails on the legs that pair torchvision
+        return torchvision
+    return pytest.importorskip("torchvision")
+
+
+class TwoLevelBackbone(nn.Module):
+    """Two feature maps (strides 4 and 8): multi-level anchors and RoI pooling at a
+    fraction of a real backbone's cost."""
+
+    def __init__(self, channels=8):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, channels, 3, stride=4, padding=1)
+        self.c2 = nn.Conv2d(channels, channels, 3, stride=2, padding=1)
+        self.out_channels = channels
+
+    def forward(self, x):
+        a = F.relu(self.c1(x))
+        return OrderedDict([("0", a), ("1", F.relu(self.c2(a)))])
+
+
+def tiny_model(kind="faster", batch_norm_head=False, num_classes=4):
+    """A torchvision FasterRCNN / MaskRCNN / KeypointRCNN with torchvision's RPN and
+    RoI heads on a two-level backbone. The poolers' canonical scale is small so that
+    RoIs of the test sizes spread over both levels."""
+    torchvision_or_skip()
+    from torchvision.models.detection import FasterRCNN, KeypointRCNN, MaskRCNN
+    from torchvision.models.detection.anchor_utils import AnchorGenerator
+    from torchvision.models.detection.faster_rcnn import FastRCNNConvFCHead, FastRCNNPredictor
+    from torchvision.models.detection.mask_rcnn import MaskRCNNHeads, MaskRCNNPredictor
+    from torchvision.ops import MultiScaleRoIAlign
+
+    torch.manual_seed(0)
+    c = 8
+    pool = MultiScaleRoIAlign(["0", "1"], 7, 2, canonical_scale=32, canonical_level=3)
+    common = dict(
+        rpn_anchor_generator=AnchorGenerator(sizes=((16, 32), (32, 64)), aspect_ratios=((0.5, 1.0, 2.0),) * 2),
+        box_roi_pool=pool, min_size=H, max_size=W,
+        rpn_pre_nms_top_n_train=300, rpn_post_nms_top_n_train=200,
+        rpn_pre_nms_top_n_test=150, rpn_post_nms_top_n_test=100,
+        box_detections_per_img=30)
+    norm = nn.BatchNorm2d if batch_norm_head else None
+    common["box_head"] = FastRCNNConvFCHead((c, 7, 7), [c], [32], norm_layer=norm)
+    common["box_predictor"] = FastRCNNPredictor(32, num_classes)
+    backbone = TwoLevelBackbone(c)
+    if kind == "faster":
+        return FasterRCNN(backbone, **common)
+    if kind == "mask":
+        return MaskRCNN(backbone,
+                        mask_roi_pool=MultiScaleRoIAlign(["0", "1"], 14, 2, canonical_scale=32, canonical_level=3),
+                        mask_head=MaskRCNNHeads(c, [c], 1), mask_predictor=MaskRCNNPredictor(c, c, num_classes),
+                        **common)
+    if kind == "keypoint":
+        return KeypointRCNN(backbone, keypoint_roi_pool=MultiScaleRoIAlign(["0", "1"], 14, 2), **common)
+    raise ValueError(kind)
+
+
+def named_model(name, num_classes=5):
+    """One of torchvision's detection builders, untrained, resizing nothing at ``H x W``."""
+    torchvision_or_skip()
+    from torchvision.models import detection
+
+    torch.manual_seed(0)
+    model = getattr(detection, name)(weights=None, weights_backbone=None, num_classes=num_classes)
+    model.transform.min_size = (H,)
+    model.transform.max_size = W
+    return model
+
+
+def calibrate_batch_norm(model, images):
+    """Running statistics of the backbone's batch norm from ``images`` (an untrained
+    model's are 0 and 1, which leaves its features so small that every RoI gets the
+    same class scores: ties everywhere)."""
+    norms = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    for m in norms:
+        m.reset_running_stats()
+        m.momentum = None  # a cumulative average
+    training = model.training
+    model.train()
+    with torch.no_grad():
+        model.backbone(model.transform.normalize(images))
+    model.train(training)
+    return model
+
+
+def make_batch(seed, counts, masks=False, num_classes=4):
+    """Images ``[B, 3, H, W]`` and torchvision-style targets with ``counts[i]`` boxes."""
+    gen = torch.Generator().manual_seed(seed)
+    images = torch.rand(len(counts), 3, H, W, generator=gen)
+    targets = []
+    for n in counts:
+        xy = torch.rand(n, 2, generator=gen) * (W - 48)
+        wh = torch.rand(n, 2, generator=gen) * 36 + 8
+        boxes = torch.cat([xy, xy + wh], 1)
+        t = {"boxes": boxes, "labels": torch.randint(1, num_classes, (n,), generator=gen)}
+        if masks:
+            m = torch.zeros(n, H, W, dtype=torch.uint8)
+            for i, b in enumerate(boxes.round().long().tolist()):
+                m[i, b[1]:b[3], b[0]:b[2]] = 1
+            t["masks"] = m
+        targets.append(t)
+    return images, targets
+
+
+def take_everything(model, images, max_boxes):
+    """Sampler settings that make both samplers take every labelled item (so that
+    sampling is deterministic): a batch as large as the anchors (RPN) and as the
+    proposals plus ground truth (RoI heads), a positive fraction of 1."""
+    state = copy.deepcopy(model.state_dict())
+    training = model.training
+    model.eval()
+    with torch.no_grad():
+        features = model.backbone(model.transform.normalize(images))
+        objectness, _ = model.rpn.head(list(features.values()))
+    model.train(training)
+    model.load_state_dict(state)
+    anchors = sum(o.shape[1] * o.shape[2] * o.shape[3] for o in objectness)
+    model.rpn.fg_bg_sampler.batch_size_per_image = anchors
+    model.rpn.fg_bg_sampler.positive_fraction = 1.0
+    model.roi_heads.fg_bg_sampler.batch_size_per_image = model.rpn._post_nms_top_n["training"] + max_boxes
+    model.roi_heads.fg_bg_sampler.positive_fraction = 1.0
+
+
+def training_losses(model, static, images, targets, max_boxes):
+    """torchvision's losses, then the static model's, from the same weights and
+    buffers; also the buffers after each (batch norm's running statistics)."""
+    from syncfree.compat.torchvision import pad_targets
+
+    model.train()
+    state = copy.deepcopy(model.state_dict())
+    ref = model(list(images), copy.deepcopy(targets))
+    ref_state = copy.deepcopy(model.state_dict())
+    model.load_state_dict(state)
+    got = static(images, pad_targets(targets, max_boxes))
+    got_state = copy.deepcopy(model.state_dict())
+    model.load_state_dict(state)
+    return ref, got, ref_state, got_state
+
+
+def assert_losses_equal(ref, got, rtol=1e-5):
+    assert set(ref) == set(got)
+    for key in ref:
+        r, g = ref[key].item(), got[key].item()
+        assert abs(r - g) <= rtol * abs(r) + 1e-7, (key, r, g)
+
+
+def _canonical(det):
+    """Detections sorted by score (descending), ties by label then coordinates: the
+    order torchvision's unstable final sort may permute among equal scores."""
+    keys = [det["boxes"][:, 3], det["boxes"][:, 2], det["boxes"][:, 1], det["boxes"][:, 0],
+            det["labels"].to(torch.float64), -det["scores"].to(torch.float64)]
+    order = torch.arange(det["scores"].shape[0])
+    for key in keys:  # least significant first, stable sorts
+        order = order[torch.sort(key[order], stable=True).indices]
+    return {k: v[order] for k, v in det.items()}
+
+
+def assert_detections_equal(ref, got, mask_atol=1e-5):
+    """Per image: the same boxes, scores and labels (exactly), in torchvision's
+    order up to permutations among equal scores; masks within ``mask_atol``."""
+    assert len(ref) == len(got)
+    for r, g in zip(ref, got):
+        assert r["scores"].shape == g["scores"].shape, (r["scores"].shape, g["scores"].shape)
+        assert torch.equal(r["scores"], g["scores"])  # the same ranking
+        r, g = _canonical(r), _canonical(g)
+        for key in ("boxes", "scores", "labels"):
+            assert torch.equal(r[key], g[key]), key
+        if "masks" in r:
+            assert r["masks"].shape == g["masks"].shape
+            if r["masks"].numel():
+                torch.testing.assert_close(g["masks"], r["masks"], atol=mask_atol, rtol=0)

@@ -1,0 +1,314 @@
+"""make_static on small torchvision detectors: the static step equals torchvision's
+(losses with deterministic sampling, detections), samples by torchvision's quota
+rule otherwise, and its parts equal torchvision's functions (IoU, matcher, mask
+pasting, batch norm over the valid RoIs); pad_targets, to_torchvision and the
+errors. The four named torchvision models, compiled and exported, are in
+test_static_rcnn_models.py."""
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+from static_rcnn_helpers import (H, W, assert_detections_equal, assert_losses_equal, make_batch, take_everything,
+                                 tiny_model, torchvision_or_skip, training_losses)
+
+G = 6
+
+
+@pytest.fixture(scope="module")
+def tv():
+    return torchvision_or_skip()
+
+
+def sf_tv():
+    from syncfree.compat import torchvision as module
+
+    return module
+
+
+# ---- the whole step against torchvision
+
+
+@pytest.mark.parametrize("kind, batch_norm_head", [("faster", False), ("faster", True), ("mask", False)])
+def test_training_losses_equal_torchvision_with_deterministic_sampling(tv, kind, batch_norm_head):
+    model = tiny_model(kind, batch_norm_head)
+    static = sf_tv().make_static(model, (H, W), G)
+    images, targets = make_batch(1, [3, 5, 0], masks=kind == "mask")
+    take_everything(model, images, G)
+    ref, got, ref_state, got_state = training_losses(model, static, images, targets, G)
+    assert_losses_equal(ref, got)
+    # Batch norm in the box head: the running statistics of the valid RoIs only.
+    for key in ref_state:
+        torch.testing.assert_close(got_state[key], ref_state[key], rtol=1e-5, atol=1e-6)
+
+
+def test_padding_is_ignored(tv):
+    """The same ground truth padded to 6 or to 11 boxes gives the same losses."""
+    model = tiny_model("mask")
+    images, targets = make_batch(2, [4, 2], masks=True)
+    take_everything(model, images, 11)  # the RoI batch takes every proposal for both paddings
+    losses = []
+    for g in (6, 11):
+        static = sf_tv().make_static(model, (H, W), g).train()
+        losses.append(static(images, sf_tv().pad_targets(targets, g)))
+    assert_losses_equal(losses[0], losses[1])
+
+
+@pytest.mark.parametrize("kind", ["faster", "mask"])
+def test_detections_equal_torchvision(tv, kind):
+    model = tiny_model(kind).eval()
+    static = sf_tv().make_static(model, (H, W), G)
+    images, _ = make_batch(3, [0, 0, 0])
+    with torch.no_grad():
+        ref = model(list(images))
+        out = static(images)
+    assert out["boxes"].shape == (3, 30, 4) and out["valid"].shape == (3, 30)
+    assert all(len(r["scores"]) > 0 for r in ref)  # the comparison compares something
+    assert_detections_equal(ref, sf_tv().to_torchvision(out))
+    # Invalid slots are zeros; valid ones come first, by score.
+    valid = out["valid"]
+    assert torch.equal(valid, valid.sort(dim=1, descending=True, stable=True).values)
+    assert not out["scores"][~valid].any() and not out["boxes"][~valid].any()
+
+
+def test_normal_sampling_obeys_the_quotas(tv, monkeypatch):
+    """With torchvision's default batch sizes the samplers choose subsets: every call
+    takes min(P, int(batch * fraction)) positives and min(Q, batch - that)
+    negatives, distinct, labelled; padded ground truth is never a candidate."""
+    from syncfree.compat import _static_rcnn
+
+    calls = []
+    original = _static_rcnn._sample
+
+    def recording(codes, sampler):
+        index, valid = original(codes, sampler)
+        calls.append((codes, int(sampler.batch_size_per_image), float(sampler.positive_fraction), index, valid))
+        return index, valid
+
+    monkeypatch.setattr(_static_rcnn, "_sample", recording)
+    model = tiny_model("mask")
+    model.rpn.fg_bg_sampler.batch_size_per_image = 64
+    model.roi_heads.fg_bg_sampler.batch_size_per_image = 32
+    static = sf_tv().make_static(model, (H, W), G).train()
+    images, targets = make_batch(4, [5, 1, 0], masks=True)
+    padded = sf_tv().pad_targets(targets, G)
+    losses = static(images, padded)
+    assert all(torch.isfinite(v) for v in losses.values())
+    assert len(calls) == 2  # the RPN, then the RoI heads
+    chose = []
+    for codes, batch, fraction, index, valid in calls:
+        for row in range(codes.shape[0]):
+            p = int((codes[row] == 1).sum())
+            q = int((codes[row] == 0).sum())
+            num_pos = min(p, int(batch * fraction))
+            num_neg = min(q, batch - num_pos)
+            chosen = index[row][valid[row]]
+            assert chosen.numel() == num_pos + num_neg
+            assert chosen.unique().numel() == chosen.numel()
+            assert int((codes[row][chosen] == 1).sum()) == num_pos
+            assert int((codes[row][chosen] == 0).sum()) == num_neg
+            chose.append(num_pos < p or num_neg < q)
+    assert all(chose[:3]) and any(chose[3:])  # both samplers did choose subsets
+    roi_codes = calls[1][0]
+    gt_columns = roi_codes[:, -G:]  # the ground truth appended to the proposals
+    assert torch.equal(gt_columns == -1, padded["labels"] < 0)
+
+
+# ---- parts against torchvision's functions
+
+
+def test_box_iou_equals_torchvision(tv):
+    from torchvision.ops import box_iou
+
+    from syncfree.compat._static_rcnn import _box_iou
+
+    gen = torch.Generator().manual_seed(0)
+    a = torch.rand(3, 7, 4, generator=gen) * 50
+    a[..., 2:] += a[..., :2]
+    b = torch.rand(3, 40, 4, generator=gen) * 50
+    b[..., 2:] += b[..., :2]
+    got = _box_iou(a, b)
+    for i in range(3):
+        assert torch.equal(got[i], box_iou(a[i], b[i]))
+    assert torch.equal(_box_iou(a, b[0]), torch.stack([box_iou(a[i], b[0]) for i in range(3)]))
+
+
+@pytest.mark.parametrize("allow_low_quality", [False, True])
+def test_matcher_equals_torchvision_with_padded_ground_truth(tv, allow_low_quality):
+    from torchvision.models.detection._utils import Matcher
+
+    from syncfree.compat._static_rcnn import _match
+
+    matcher = Matcher(0.7, 0.3, allow_low_quality_matches=allow_low_quality)
+    gen = torch.Generator().manual_seed(1)
+    g, n = 5, 300
+    for trial in range(20):
+        # Quantized IoUs make ties (between ground truths, and for a ground truth's best).
+        iou = (torch.rand(4, g, n, generator=gen) * 10).floor() / 10
+        real = torch.tensor([g, 3, 1, 0]) if trial % 2 else torch.tensor([2, 0, g, 4])
+        gt_valid = torch.arange(g)[None, :] < real[:, None]
+        iou = torch.where(gt_valid[..., None], iou, torch.rand(4, g, n, generator=gen))  # padding holds garbage
+        got = _match(iou, gt_valid, matcher)
+        for i in range(4):
+            if real[i] == 0:  # torchvision: an image without ground truth is all background
+                assert torch.equal(got[i], torch.full((n,), -1))
+            else:
+                assert torch.equal(got[i], matcher(iou[i, :real[i]])), (trial, i)
+
+
+def test_paste_masks_equals_torchvision(tv):
+    from torchvision.models.detection.roi_heads import paste_masks_in_image
+
+    from syncfree.compat._static_rcnn import _paste_masks
+
+    gen = torch.Generator().manual_seed(2)
+    n = 40
+    masks = torch.rand(n, 1, 28, 28, generator=gen)
+    size = (96, 128)
+    xy = torch.rand(n, 2, generator=gen) * 110
+    wh = torch.rand(n, 2, generator=gen) ** 3 * 90  # tiny to large
+    boxes = torch.cat([xy, xy + wh], 1)
+    # Clipped to the image, as detections are (their expansion still crosses it).
+    boxes[:, 0::2] = boxes[:, 0::2].clamp(0, size[1])
+    boxes[:, 1::2] = boxes[:, 1::2].clamp(0, size[0])
+    boxes[0] = torch.tensor([10.0, 10.0, 37.0, 37.0])  # resized to exactly 30x30: a copy
+    boxes[1] = torch.tensor([5.0, 5.0, 5.0, 5.0])  # empty
+    ref = paste_masks_in_image(masks, boxes, size)
+    got = _paste_masks(masks, boxes, size)
+    assert got.shape == ref.shape == (n, 1, 96, 128)
+    torch.testing.assert_close(got, ref, atol=2e-6, rtol=0)
+    assert torch.equal(got == 0, ref == 0)  # the same pixels pasted
+
+
+def test_masked_batch_norm_equals_batch_norm_on_the_valid_rows():
+    from syncfree.compat._static_rcnn import _masked_batch_norm
+
+    gen = torch.Generator().manual_seed(3)
+    x = torch.randn(12, 4, 5, 5, generator=gen) * 3 + 1
+    valid = torch.tensor([True, False, True, True, False, True, True, True, False, True, True, True])
+    for momentum in (0.1, None):
+        ref_bn = nn.BatchNorm2d(4, momentum=momentum).train()
+        with torch.no_grad():
+            ref_bn.weight.uniform_(0.5, 2)
+            ref_bn.bias.uniform_(-1, 1)
+        bn = copy.deepcopy(ref_bn)
+        for _ in range(2):
+            ref = ref_bn(x[valid])
+            got = _masked_batch_norm(bn, x, valid)
+            torch.testing.assert_close(got[valid], ref, rtol=1e-5, atol=1e-5)
+        torch.testing.assert_close(bn.running_mean, ref_bn.running_mean)
+        torch.testing.assert_close(bn.running_var, ref_bn.running_var)
+        assert int(bn.num_batches_tracked) == int(ref_bn.num_batches_tracked) == 2
+    # No valid row: the running statistics stay as they were.
+    before = copy.deepcopy(bn.state_dict())
+    _masked_batch_norm(bn, x, torch.zeros_like(valid))
+    torch.testing.assert_close(bn.running_mean, before["running_mean"])
+    torch.testing.assert_close(bn.running_var, before["running_var"])
+
+
+# ---- the model object
+
+
+def test_shares_the_modules_and_state_dict(tv):
+    model = tiny_model("mask")
+    static = sf_tv().make_static(model, (H, W), G)
+    ref, got = model.state_dict(), static.state_dict()
+    assert list(ref) == list(got)
+    assert all(got[k].data_ptr() == ref[k].data_ptr() for k in ref)
+    # A torchvision checkpoint loads into the static model unchanged, and back.
+    other = tiny_model("mask")
+    with torch.no_grad():
+        for p in other.parameters():
+            p.add_(1.0)
+    static.load_state_dict(other.state_dict())
+    assert all(torch.equal(model.state_dict()[k], other.state_dict()[k]) for k in ref)
+    fresh = tiny_model("mask")
+    fresh.load_state_dict(static.state_dict())
+    assert static.training == model.training
+    assert "image_size=(128, 128)" in repr(static)
+
+
+def test_pad_targets_and_to_torchvision(tv):
+    _, targets = make_batch(5, [2, 0, 4], masks=True)
+    padded = sf_tv().pad_targets(targets, 4)
+    assert padded["boxes"].shape == (3, 4, 4) and padded["labels"].dtype == torch.int64
+    assert padded["masks"].shape == (3, 4, H, W) and padded["masks"].dtype == torch.uint8
+    for i, t in enumerate(targets):
+        n = len(t["labels"])
+        assert torch.equal(padded["boxes"][i, :n], t["boxes"])
+        assert torch.equal(padded["labels"][i, :n], t["labels"])
+        assert torch.equal(padded["masks"][i, :n], t["masks"])
+        assert (padded["labels"][i, n:] == -1).all() and not padded["boxes"][i, n:].any()
+    without_masks = sf_tv().pad_targets([{k: v for k, v in t.items() if k != "masks"} for t in targets], 5)
+    assert set(without_masks) == {"boxes", "labels"}
+    # to_torchvision keeps the valid slots, in order.
+    output = {"boxes": padded["boxes"], "labels": padded["labels"], "scores": padded["labels"].float(),
+              "valid": padded["labels"] >= 0}
+    back = sf_tv().to_torchvision(output)
+    for t, b in zip(targets, back):
+        assert set(b) == {"boxes", "labels", "scores"}
+        assert torch.equal(b["boxes"], t["boxes"]) and torch.equal(b["labels"], t["labels"])
+
+
+PAD = "syncfree.compat.torchvision.pad_targets: "
+
+
+@pytest.mark.parametrize("targets, max_boxes, error, message", [
+    ([{"boxes": torch.zeros(3, 4), "labels": torch.ones(3, dtype=torch.int64)}], 2, ValueError,
+     "targets[0] has 3 boxes, more than max_boxes=2"),
+    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([-1])}], 2, ValueError, "negative labels"),
+    ([{"boxes": torch.zeros(1, 5), "labels": torch.tensor([1])}], 2, ValueError, "must be [G, 4]"),
+    ([{"boxes": torch.zeros(2, 4), "labels": torch.tensor([1])}], 2, ValueError, "must be [2] (one per box)"),
+    ([{"boxes": torch.zeros(1, 4)}], 2, ValueError, "with 'boxes' and 'labels'"),
+    ([], 2, ValueError, "non-empty list"),
+    ({"boxes": torch.zeros(1, 4), "labels": torch.tensor([1])}, 2, ValueError, "non-empty list"),
+    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1])}], 0, ValueError, "max_boxes must be >= 1, got 0"),
+    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1])}], 2.0, TypeError, "max_boxes must be an int"),
+    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "masks": torch.zeros(1, 8, 8)},
+      {"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "masks": torch.zeros(1, 8, 9)}], 2, ValueError,
+     "targets[1]['masks'] must be [1, 8, 8]"),
+])
+def test_pad_targets_errors(targets, max_boxes, error, message):
+    with pytest.raises(error) as info:
+        sf_tv().pad_targets(targets, max_boxes)
+    assert str(info.value).startswith(PAD) and message in str(info.value), str(info.value)
+
+
+MAKE = "syncfree.compat.torchvision.make_static: "
+MODEL = "syncfree.compat.torchvision.StaticRCNN: "
+
+
+def test_make_static_errors(tv):
+    model = tiny_model("faster")
+    cases = [
+        ((nn.Linear(2, 2), (H, W), G), TypeError, MAKE + "model must be a torchvision FasterRCNN or MaskRCNN"),
+        ((tiny_model("keypoint"), (H, W), G), NotImplementedError, MAKE + "keypoint heads"),
+        ((model, (100, 128), G), ValueError, MAKE + "image_size must be positive multiples of 32"),
+        ((model, 128, G), TypeError, MAKE + "image_size must be a pair of ints"),
+        ((model, (H, W), 0), ValueError, MAKE + "max_boxes must be >= 1, got 0"),
+        ((model, (H, W), True), TypeError, MAKE + "max_boxes must be an int"),
+    ]
+    for args, error, message in cases:
+        with pytest.raises(error) as info:
+            sf_tv().make_static(*args)
+        assert str(info.value).startswith(message), str(info.value)
+
+
+def test_static_model_input_errors(tv):
+    static = sf_tv().make_static(tiny_model("mask"), (H, W), G).train()
+    images, targets = make_batch(6, [1, 2], masks=True)
+    padded = sf_tv().pad_targets(targets, G)
+    cases = [
+        ((list(images), padded), TypeError, "images must be a [B, 3, 128, 128] tensor"),
+        ((images[:, :, :64], padded), ValueError, "images must be [B, 3, 128, 128]"),
+        ((images.to(torch.uint8), padded), TypeError, "images must be floating point"),
+        ((images, None), ValueError, "training needs targets"),
+        ((images, targets), TypeError, "targets must be a dict of padded tensors"),
+        ((images, sf_tv().pad_targets(targets, G + 1)), ValueError, "targets['boxes'] must be [2, 6, 4]"),
+        ((images, {k: v for k, v in padded.items() if k != "masks"}), ValueError, "targets has no 'masks'"),
+    ]
+    for args, error, message in cases:
+        with pytest.raises(error) as info:
+            static(*args)
+        assert str(info.value).startswith(MODEL + message), str(info.value)

@@ -1,0 +1,156 @@
+"""make_static on torchvision's own detection models (untrained, 128 x 128
+images): the static step equals torchvision's, compiles to one graph (forward,
+loss, backward and an SGD update) that does not recompile when the number of
+ground-truth boxes changes, and the eval model exports with torch.export.
+
+Marked ``models``: whole detection models under torch.compile cost minutes on
+a small CPU, so CI runs them on one torch leg (the Makefile's MODEL_TORCH)
+and deselects them on the others (``-m "not models"``)."""
+import pytest
+import torch
+import torch._dynamo
+import torch._dynamo.testing
+
+from static_rcnn_helpers import (H, W, assert_detections_equal, assert_losses_equal, calibrate_batch_norm,
+                                 make_batch, named_model, take_everything, training_losses)
+
+pytestmark = pytest.mark.models
+
+MODELS = ["fasterrcnn_resnet50_fpn", "fasterrcnn_resnet50_fpn_v2", "fasterrcnn_mobilenet_v3_large_fpn",
+          "maskrcnn_resnet50_fpn"]
+G = 6
+
+
+def sf_tv():
+    from syncfree.compat import torchvision as module
+
+    return module
+
+
+@pytest.fixture(autouse=True)
+def fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_training_losses_equal_torchvision(name):
+    model = named_model(name)
+    static = sf_tv().make_static(model, (H, W), G)
+    images, targets = make_batch(1, [3, 5], masks="mask" in name)
+    take_everything(model, images, G)
+    ref, got, ref_state, got_state = training_losses(model, static, images, targets, G)
+    assert_losses_equal(ref, got)
+    for key in ref_state:  # batch norm's running statistics (v2: backbone, FPN and box head)
+        torch.testing.assert_close(got_state[key], ref_state[key], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_detections_equal_torchvision(name):
+    images, _ = make_batch(2, [0, 0])
+    model = calibrate_batch_norm(named_model(name), images).eval()
+    static = sf_tv().make_static(model, (H, W), G)
+    with torch.no_grad():
+        ref = model(list(images))
+        out = static(images)
+    for r in ref:  # something to compare, with few ties (which torchvision may break otherwise)
+        assert 0 < len(r["scores"]) and r["scores"].unique().numel() > 0.9 * len(r["scores"])
+    assert_detections_equal(ref, sf_tv().to_torchvision(out))
+
+
+def sgd_step(static, lr):
+    """Forward, loss, backward and an SGD update, written so that dynamo captures
+    all of it: torch.optim's ``step`` breaks the graph on purpose (torch/optim's
+    ``_use_grad`` calls ``torch._dynamo.graph_break()`` so that AOTAutograd sees a
+    no-grad region), so the update is a foreach add, and gradients are reset to
+    None (a ``.grad`` that is None on one call and a tensor on the next would
+    recompile)."""
+
+    def step(images, targets):
+        losses = static(images, targets)
+        loss = sum(losses.values())
+        loss.backward()
+        with torch.no_grad():
+            params = [p for p in static.parameters() if p.grad is not None]
+            torch._foreach_add_(params, [p.grad for p in params], alpha=-lr)
+        for p in params:
+            p.grad = None
+        return loss.detach(), {k: v.detach() for k, v in losses.items()}
+
+    return step
+
+
+def needs_autograd_tracing():
+    if not hasattr(torch._dynamo.config, "trace_autograd_ops"):
+        pytest.skip(f"torch {torch.__version__}: dynamo cannot trace Tensor.backward() (no trace_autograd_ops)")
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_training_step_is_one_graph_without_recompiling(name):
+    """fullgraph=True: any graph break is an error. Backend aot_eager: dynamo's
+    capture and AOTAutograd's joint forward-backward graph, as inductor gets
+    them, without inductor's code generation (minutes per model here)."""
+    needs_autograd_tracing()
+    model = named_model(name)
+    static = sf_tv().make_static(model, (H, W), G).train()
+    counter = torch._dynamo.testing.CompileCounterWithBackend("aot_eager")
+    step = torch.compile(sgd_step(static, lr=1e-3), backend=counter, fullgraph=True)
+    before = [p.detach().clone() for p in static.parameters()]
+    with torch._dynamo.config.patch(trace_autograd_ops=True):
+        results = []
+        for i, counts in enumerate([[3, 5], [6, 1], [0, 2]]):  # padding changes, shapes do not
+            images, targets = make_batch(10 + i, counts, masks="mask" in name)
+            with torch._dynamo.config.patch(error_on_recompile=i > 0):
+                results.append(step(images, sf_tv().pad_targets(targets, G)))
+    assert counter.frame_count == 1
+    keys = {"loss_classifier", "loss_box_reg", "loss_objectness", "loss_rpn_box_reg"}
+    for loss, losses in results:
+        assert torch.isfinite(loss)
+        assert set(losses) == (keys | {"loss_mask"} if "mask" in name else keys)
+    changed = [not torch.equal(b, p) for b, p in zip(before, static.parameters()) if p.requires_grad]
+    assert sum(changed) > 0.9 * len(changed)  # the update reached the parameters
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_eval_model_exports(name):
+    model = named_model(name).eval()
+    static = sf_tv().make_static(model, (H, W), G).eval()
+    images, _ = make_batch(3, [0, 0])
+    program = torch.export.export(static, (images,))
+    with torch.no_grad():
+        eager = static(images)
+        exported = program.module()(images)
+    assert set(exported) == set(eager)
+    for key in eager:
+        torch.testing.assert_close(exported[key], eager[key], rtol=0, atol=0)
+    assert eager["valid"].any()
+
+
+def test_explain_counts_no_graph_break_in_the_static_step():
+    """torch._dynamo.explain of the training step (forward, loss, backward): none
+    for the static model; torchvision's own step, measured the same way, has
+    some (the measurement can see them)."""
+    needs_autograd_tracing()
+    name = "fasterrcnn_mobilenet_v3_large_fpn"
+    model = named_model(name).train()
+    static = sf_tv().make_static(model, (H, W), G).train()
+    images, targets = make_batch(4, [3, 2])
+    padded = sf_tv().pad_targets(targets, G)
+
+    def static_step(images, targets):
+        loss = sum(static(images, targets).values())
+        loss.backward()
+        return loss.detach()
+
+    def torchvision_step(images, targets):
+        loss = sum(model(images, targets).values())
+        loss.backward()
+        return loss.detach()
+
+    with torch._dynamo.config.patch(trace_autograd_ops=True):
+        ours = torch._dynamo.explain(static_step)(images, padded)
+        torch._dynamo.reset()
+        theirs = torch._dynamo.explain(torchvision_step)(list(images), targets)
+    assert ours.graph_break_count == 0 and ours.graph_count == 1, [b.reason for b in ours.break_reasons]
+    assert theirs.graph_break_count > 0
