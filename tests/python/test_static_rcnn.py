@@ -312,3 +312,57 @@ def test_static_model_input_errors(tv):
         with pytest.raises(error) as info:
             static(*args)
         assert str(info.value).startswith(MODEL + message), str(info.value)
+
+
+def test_encode_equals_torchvision(tv):
+    from torchvision.models.detection._utils import BoxCoder
+
+    from syncfree.compat._static_rcnn import _encode
+
+    gen = torch.Generator().manual_seed(4)
+    proposals = torch.rand(500, 4, generator=gen) * 60
+    proposals[:, 2:] += proposals[:, :2] + 1
+    reference = torch.rand(500, 4, generator=gen) * 60
+    reference[:, 2:] += reference[:, :2] + 1
+    for weights in [(1.0, 1.0, 1.0, 1.0), (10.0, 10.0, 5.0, 5.0), (0.3, 1 / 3, 2.7, 1e-3)]:
+        coder = BoxCoder(weights)
+        assert torch.equal(_encode(coder, reference, proposals), coder.encode_single(reference, proposals))
+
+
+DATA_DEPENDENT = {"nonzero", "_local_scalar_dense", "masked_select", "unique", "_unique2", "nonzero_static",
+                  "randperm", "item"}
+
+
+@pytest.mark.parametrize("kind", ["faster", "mask"])
+def test_step_has_no_data_dependent_operator(tv, kind):
+    """The training step (forward and backward) and the detection step call no
+    operator whose output shape or host value depends on the data (``nonzero``,
+    ``torch.where(mask)``, boolean indexing, ``.item()``, ``randperm``...), the
+    operators that make the host wait for the device."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Record(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.seen = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.seen.add(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    model = tiny_model(kind, batch_norm_head=kind == "faster")
+    static = sf_tv().make_static(model, (H, W), G).train()
+    images, targets = make_batch(7, [2, 0], masks=kind == "mask")
+    padded = sf_tv().pad_targets(targets, G)
+    with Record() as record:
+        sum(static(images, padded).values()).backward()
+        static.eval()
+        with torch.no_grad():
+            static(images)
+    assert {"nms", "balanced_sample", "roi_align"} <= record.seen  # the mode saw the step
+    assert not record.seen & DATA_DEPENDENT, record.seen & DATA_DEPENDENT
+    # torchvision's own step, recorded the same way, has them.
+    model.train()
+    with Record() as record:
+        sum(model(list(images), targets).values()).backward()
+    assert {"nonzero", "_local_scalar_dense"} <= record.seen

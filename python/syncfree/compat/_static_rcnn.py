@@ -74,6 +74,26 @@ def _match(iou: Tensor, gt_valid: Tensor, matcher) -> Tensor:
     return out
 
 
+def _encode(box_coder, reference_boxes: Tensor, proposals: Tensor) -> Tensor:
+    """torchvision's ``BoxCoder.encode_single``, operation by operation, with the
+    weights as Python floats: ``encode_single`` copies them to the device on every
+    call (``torch.as_tensor``), a host-device synchronization on CUDA."""
+    wx, wy, ww, wh = (float(w) for w in box_coder.weights)
+    ex_widths = proposals[:, 2:3] - proposals[:, 0:1]
+    ex_heights = proposals[:, 3:4] - proposals[:, 1:2]
+    ex_ctr_x = proposals[:, 0:1] + 0.5 * ex_widths
+    ex_ctr_y = proposals[:, 1:2] + 0.5 * ex_heights
+    gt_widths = reference_boxes[:, 2:3] - reference_boxes[:, 0:1]
+    gt_heights = reference_boxes[:, 3:4] - reference_boxes[:, 1:2]
+    gt_ctr_x = reference_boxes[:, 0:1] + 0.5 * gt_widths
+    gt_ctr_y = reference_boxes[:, 1:2] + 0.5 * gt_heights
+    dx = wx * (gt_ctr_x - ex_ctr_x) / ex_widths
+    dy = wy * (gt_ctr_y - ex_ctr_y) / ex_heights
+    dw = ww * torch.log(gt_widths / ex_widths)
+    dh = wh * torch.log(gt_heights / ex_heights)
+    return torch.cat((dx, dy, dw, dh), dim=1)
+
+
 def _gather_rows(x: Tensor, index: Tensor) -> Tensor:
     """``x[b, index[b, k]]`` for ``x [B, N, ...]`` and ``index [B, K]`` (in range)."""
     shape = index.shape + x.shape[2:]
@@ -168,11 +188,11 @@ def _masked_batch_norm(bn: nn.modules.batchnorm._BatchNorm, x: Tensor, valid: Te
         with torch.no_grad():
             if bn.num_batches_tracked is not None:
                 bn.num_batches_tracked.add_(1)
-            if bn.momentum is None:
+            if bn.momentum is None:  # a cumulative average
                 assert bn.num_batches_tracked is not None
                 momentum = 1.0 / bn.num_batches_tracked.to(x.dtype)
             else:
-                momentum = torch.tensor(bn.momentum, dtype=x.dtype, device=x.device)
+                momentum = bn.momentum
             any_valid = count > 0
             unbiased = var * (count.to(x.dtype) / (count - 1).clamp(min=1).to(x.dtype))
             new_mean = bn.running_mean * (1 - momentum) + mean.detach() * momentum
@@ -473,8 +493,7 @@ class StaticRCNN(nn.Module):
             matched = _gather_rows(gt_boxes, matches.clamp(min=0))
             anchors_b = anchors.expand(b, a, 4)
             matched = torch.where((matches >= 0)[..., None], matched, anchors_b)
-            regression_targets = rpn.box_coder.encode_single(matched.reshape(-1, 4),
-                                                              anchors_b.reshape(-1, 4)).view(b, a, 4)
+            regression_targets = _encode(rpn.box_coder, matched.reshape(-1, 4), anchors_b.reshape(-1, 4)).view(b, a, 4)
             index, valid = _sample(labels, rpn.fg_bg_sampler)
             index = index.clamp(min=0)
             count = valid.sum().clamp(min=1)
@@ -510,7 +529,7 @@ class StaticRCNN(nn.Module):
         index, valid = _sample(_label_codes(labels), heads.fg_bg_sampler)
         index = index.clamp(min=0)
         rois = _gather_rows(candidates, index)
-        dummy = torch.tensor([0.0, 0.0, 1.0, 1.0], dtype=rois.dtype, device=rois.device)
+        dummy = (torch.arange(4, device=rois.device) >= 2).to(rois.dtype)  # (0, 0, 1, 1), made on the device
         rois = torch.where(valid[..., None], rois, dummy)
         roi_labels = labels.gather(1, index)
         roi_matches = matches.gather(1, index)
@@ -518,7 +537,7 @@ class StaticRCNN(nn.Module):
         matched_gt = _gather_rows(gt_boxes, roi_matches.clamp(min=0))
         matched_gt = torch.where(positive[..., None], matched_gt, rois)
         slots = rois.shape[1]
-        regression_targets = heads.box_coder.encode_single(matched_gt.reshape(-1, 4), rois.reshape(-1, 4))
+        regression_targets = _encode(heads.box_coder, matched_gt.reshape(-1, 4), rois.reshape(-1, 4))
 
         flat_valid = valid.reshape(-1)
         pooled = _roi_pool(heads.box_roi_pool, features, rois, self.image_size)
