@@ -94,6 +94,30 @@ def _encode(box_coder, reference_boxes: Tensor, proposals: Tensor) -> Tensor:
     return torch.cat((dx, dy, dw, dh), dim=1)
 
 
+def _decode(box_coder, rel_codes: Tensor, boxes: Tensor) -> Tensor:
+    """torchvision's ``BoxCoder.decode_single`` (``[N, 4 * C]`` codes, ``[N, 4]``
+    boxes), operation by operation, without its ``torch.tensor(0.5, device=...)``
+    (a host-to-device copy per call)."""
+    boxes = boxes.to(rel_codes.dtype)
+    widths = boxes[:, 2] - boxes[:, 0]
+    heights = boxes[:, 3] - boxes[:, 1]
+    ctr_x = boxes[:, 0] + 0.5 * widths
+    ctr_y = boxes[:, 1] + 0.5 * heights
+    wx, wy, ww, wh = box_coder.weights
+    dx = rel_codes[:, 0::4] / wx
+    dy = rel_codes[:, 1::4] / wy
+    dw = torch.clamp(rel_codes[:, 2::4] / ww, max=box_coder.bbox_xform_clip)
+    dh = torch.clamp(rel_codes[:, 3::4] / wh, max=box_coder.bbox_xform_clip)
+    pred_ctr_x = dx * widths[:, None] + ctr_x[:, None]
+    pred_ctr_y = dy * heights[:, None] + ctr_y[:, None]
+    pred_w = torch.exp(dw) * widths[:, None]
+    pred_h = torch.exp(dh) * heights[:, None]
+    c_to_c_h = 0.5 * pred_h
+    c_to_c_w = 0.5 * pred_w
+    return torch.stack((pred_ctr_x - c_to_c_w, pred_ctr_y - c_to_c_h, pred_ctr_x + c_to_c_w, pred_ctr_y + c_to_c_h),
+                       dim=2).flatten(1)
+
+
 def _gather_rows(x: Tensor, index: Tensor) -> Tensor:
     """``x[b, index[b, k]]`` for ``x [B, N, ...]`` and ``index [B, K]`` (in range)."""
     shape = index.shape + x.shape[2:]
@@ -117,16 +141,20 @@ def _sample(codes: Tensor, sampler) -> Tuple[Tensor, Tensor]:
 # Multi-level RoI pooling, the level of each RoI routed on the device
 
 
-def _pooler_setup(pooler, features: List[Tensor], image_size: Tuple[int, int]):
+def _pooler_scales(features: List[Tensor], image_size: Tuple[int, int]) -> List[float]:
     """torchvision's ``_setup_scales`` from static shapes, without ``.item()``."""
-    from torchvision.ops.poolers import initLevelMapper
+    return [2.0 ** round(math.log2(float(f.shape[-2]) / float(image_size[0]))) for f in features]
 
-    scales = [2.0 ** round(math.log2(float(f.shape[-2]) / float(image_size[0]))) for f in features]
+
+def _levels(pooler, scales: List[float], boxes: Tensor) -> Tensor:
+    """torchvision's ``LevelMapper`` (``initLevelMapper`` from the scales), operation by
+    operation, with its epsilon as a Python float instead of a new tensor per call."""
     k_min = int(-math.log2(scales[0]))
     k_max = int(-math.log2(scales[-1]))
-    mapper = initLevelMapper(k_min, k_max, canonical_scale=pooler.canonical_scale,
-                             canonical_level=pooler.canonical_level)
-    return scales, mapper
+    s = torch.sqrt(_box_area(boxes))
+    target = torch.floor(pooler.canonical_level + torch.log2(s / pooler.canonical_scale) + 1e-6)
+    target = torch.clamp(target, min=k_min, max=k_max)
+    return target.to(torch.int64) - k_min
 
 
 def _roi_pool(pooler, features: Dict[str, Tensor], boxes: Tensor, image_size: Tuple[int, int]) -> Tensor:
@@ -143,12 +171,12 @@ def _roi_pool(pooler, features: Dict[str, Tensor], boxes: Tensor, image_size: Tu
     flat = boxes.reshape(b * k, 4)
     ids = torch.arange(b, device=boxes.device, dtype=boxes.dtype).repeat_interleave(k)[:, None]
     rois = torch.cat([ids, flat], dim=1)
-    scales, mapper = _pooler_setup(pooler, x, image_size)
+    scales = _pooler_scales(x, image_size)
     output_size = pooler.output_size
     if len(x) == 1:
         return roi_align(x[0], rois, output_size=output_size, spatial_scale=scales[0],
                          sampling_ratio=pooler.sampling_ratio)
-    levels = mapper([flat])
+    levels = _levels(pooler, scales, flat)
     result: Optional[Tensor] = None
     for level, (feature, scale) in enumerate(zip(x, scales)):
         pooled = roi_align(feature, rois, output_size=output_size, spatial_scale=scale,
@@ -425,6 +453,14 @@ class StaticRCNN(nn.Module):
                 raise TypeError(f"{_STATIC_MODEL}: targets['boxes'] must be floating point, got "
                                 f"{targets['boxes'].dtype}")
 
+    def _normalize(self, images: Tensor) -> Tensor:
+        """torchvision's ``transform.normalize``, channel by channel with the mean and
+        standard deviation as Python floats (``normalize`` copies them to the device on
+        every call)."""
+        mean = [float(v) for v in self.transform.image_mean]
+        std = [float(v) for v in self.transform.image_std]
+        return torch.stack([(images[:, c] - mean[c]) / std[c] for c in range(images.shape[1])], dim=1)
+
     # ---- the step
 
     def forward(self, images: Tensor, targets: Optional[Dict[str, Tensor]] = None) -> Dict[str, Tensor]:
@@ -433,7 +469,7 @@ class StaticRCNN(nn.Module):
         D]``, ``labels [B, D]``, ``valid [B, D]`` (and ``masks [B, D, 1, H,
         W]``), D = ``roi_heads.detections_per_img``."""
         self._check_inputs(images, targets)
-        x = self.transform.normalize(images)
+        x = self._normalize(images)
         features = self.backbone(x)
         if isinstance(features, Tensor):
             features = {"0": features}
@@ -465,7 +501,7 @@ class StaticRCNN(nn.Module):
         num_per_level = [o.shape[1] * o.shape[2] * o.shape[3] for o in objectness]
         objectness, deltas = concat_box_prediction_layers(objectness, deltas)
         a = anchors.shape[0]
-        proposals = rpn.box_coder.decode_single(deltas.detach(), anchors.repeat(b, 1)).view(b, a, 4)
+        proposals = _decode(rpn.box_coder, deltas.detach(), anchors.repeat(b, 1)).view(b, a, 4)
 
         # filter_proposals: per-level top-n, clipping, small boxes and low
         # scores as masks, NMS per level, post_nms_top_n slots.
@@ -605,7 +641,8 @@ class StaticRCNN(nn.Module):
         pooled = _roi_pool(heads.box_roi_pool, features, proposals, self.image_size)
         class_logits, box_regression = heads.box_predictor(heads.box_head(pooled))
         num_classes = class_logits.shape[-1]
-        pred_boxes = heads.box_coder.decode(box_regression, [proposals.reshape(-1, 4)])
+        pred_boxes = _decode(heads.box_coder, box_regression, proposals.reshape(-1, 4))
+        pred_boxes = pred_boxes.reshape(b * m, -1, 4)
         pred_scores = F.softmax(class_logits, -1)
         boxes = box_ops.clip_boxes_to_image(pred_boxes, self.image_size)
         # Class 0 is the background; candidates in torchvision's order
