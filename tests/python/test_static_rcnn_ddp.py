@@ -143,7 +143,10 @@ def ddp_run(tmp_path_factory):
     results = _launch(out_dir)
     results["wall_s"] = time.monotonic() - start
     results["dir"] = out_dir
-    return results
+    yield results
+    for name in os.listdir(out_dir):  # the parameters and gradients: about 80 MB a file
+        if name.endswith(".pt"):
+            os.remove(os.path.join(out_dir, name))
 
 
 def test_ddp_gradients_equal_single_process_mean_of_halves(ddp_run):
