@@ -1,4 +1,4 @@
-"""The static Faster R-CNN step under DistributedDataParallel (issue 19, item 5).
+"""The static Faster R-CNN step under DistributedDataParallel.
 
 Two processes on the CPU (the gloo backend), launched as subprocesses of
 this file (``python test_static_rcnn_ddp.py --worker RANK ...``) on a free
@@ -40,6 +40,8 @@ import time
 
 import pytest
 import torch
+
+pytestmark = pytest.mark.models  # whole models compiled: the torch 2.14.1 leg only (Makefile MODEL_TORCH)
 
 WORLD = 2
 IMAGE = 64              # H = W; the backbone's last stage is 2 x 2 (batch norm needs > 1 value per channel)
