@@ -43,6 +43,8 @@ On CUDA, per configuration, also:
   from torch.cuda.manual_seed(SEED) (the same samples): passes when the
   losses are finite, the two replays equal bit for bit, and the replay equals
   eager within rtol 1e-3, atol 1e-4 per loss.
+--json is rewritten after every configuration ("complete": false until the
+end), so that a run stopped at a time limit keeps what it measured.
 The exit status is 1 when a check failed or an implementation could not run
 (the reason is printed and kept in the JSON), 2 for bad usage (e.g. --device
 cuda where torch sees no CUDA device).
@@ -412,6 +414,23 @@ def run(args):
 
     rows, checks = [], []
     failures = []
+
+    def write_json(load_end=None, was_loaded=None, complete=False):
+        # After every configuration too: a run stopped at its time limit keeps what it measured.
+        if not args.json:
+            return
+        with open(args.json + ".tmp", "w") as f:
+            json.dump(dict(source="bench/detection_bench.py", device=args.device,
+                           device_name=torch.cuda.get_device_name() if cuda else None, model=args.model,
+                           torch=torch.__version__, torchvision=torchvision.__version__, threads=threads,
+                           date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                           loadavg_start=load_start, loadavg_end=load_end, loaded=was_loaded,
+                           optimizer=f"SGD lr={LR} momentum={MOMENTUM}", compiled=compile_note,
+                           max_boxes=args.max_boxes, warmup=args.warmup, steps=args.steps,
+                           complete=complete, results=rows, checks=checks,
+                           failures=failures), f, indent=1)
+        os.replace(args.json + ".tmp", args.json)
+
     gen = torch.Generator().manual_seed(0)
     graph_failed = None
     for size in args.image_sizes:
@@ -483,6 +502,7 @@ def run(args):
                 rows.append(r)
             print(format_table([r for r in rows if (r["batch"], r["height"], r["width"]) == (b, h, w)]),
                   flush=True)
+            write_json()
             if cuda:
                 del steps
                 graphed = None
@@ -494,16 +514,7 @@ def run(args):
     was_loaded = loaded(load_start, threads) or loaded(load_end, threads, own=threads)
     print(f"load average at start {load_start}, at end {load_end}"
           + (": LOADED, other work was running" if was_loaded else ""))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(dict(source="bench/detection_bench.py", device=args.device,
-                           device_name=torch.cuda.get_device_name() if cuda else None, model=args.model,
-                           torch=torch.__version__, torchvision=torchvision.__version__, threads=threads,
-                           date=datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                           loadavg_start=load_start, loadavg_end=load_end, loaded=was_loaded,
-                           optimizer=f"SGD lr={LR} momentum={MOMENTUM}", compiled=compile_note,
-                           max_boxes=args.max_boxes, warmup=args.warmup, steps=args.steps,
-                           results=rows, checks=checks, failures=failures), f, indent=1)
+    write_json(load_end, was_loaded, complete=True)
     if failures:
         print("FAILED: " + "; ".join(failures))
         return 1

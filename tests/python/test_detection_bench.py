@@ -133,7 +133,7 @@ def test_tiny_cpu_run(tmp_path):
                                "--steps", "1", "--warmup", "1", "--max-boxes", "2", "--json", str(out)])
     data = json.loads(out.read_text())
     assert rc == 0, data["failures"]
-    assert data["device"] == "cpu" and data["checks"] == [] and data["failures"] == []
+    assert data["device"] == "cpu" and data["complete"] and data["checks"] == [] and data["failures"] == []
     assert [(r["impl"], r["supported"], r["steps"]) for r in data["results"]] == [
         ("torchvision", True, 1), ("static", True, 1)]
     assert data["results"][0]["speedup_vs_torchvision"] == 1.0
