@@ -16,7 +16,9 @@
 #   test      configure and build (one go, every core), the CUDA kernel tests
 #             (bit-equal with the CPU core), CPU == CUDA and host syncs per call,
 #             CUDA graph capture, the CUDA Python tests, the other C++ tests;
-#   bench     the GPU benchmarks and their verdict against the speed targets;
+#   bench     the GPU benchmarks and their verdict against the speed targets,
+#             then the detection training step (bench/detection_bench.py:
+#             host syncs, CUDA graph replay == eager, graphed vs torchvision);
 #   sanitize  compute-sanitizer (memcheck, racecheck, initcheck, synccheck) on
 #             both launch paths;
 #   all       test,bench,sanitize.
@@ -28,13 +30,16 @@
 #
 # Exit status: 0 when every step that was asked for ran and passed (speed
 # targets that are missed are reported as MISSED, they do not fail the run;
+# a result that is NOT-MEASURED does;
 # so are GPU steps of a rehearsal, NOT-RUN); 1 when a step failed, timed out,
 # was SKIPPED-FOR-TIME or was INTERRUPTED (TERM, INT); 2 for bad usage or a
 # missing prerequisite (said at once, with what to do); 3 when everything
 # that ran passed but a tool was not found or refused the device.
 #
-# $OUT (default ./device-out) receives at most 5 files: verdict.txt (the
-# verdict table), device-check.tgz (every log), and the benchmark JSONs. The
+# $OUT (default ./device-out) receives at most 6 files: verdict.txt (the
+# verdict table), device-check.tgz (every log), and the four benchmark JSONs
+# of the bench phase (bench-gpu, bench-gpu-rows, bench-gpu-python,
+# bench-gpu-detection). The
 # verdict and the archive are rewritten after every step, and at the end also
 # on TERM, INT and errors.
 set -uo pipefail
@@ -402,6 +407,44 @@ if want bench; then
       *) end "speed targets" $rc targets.log "$last" ;;
     esac
   fi
+  # The detection training step (bench/detection_bench.py): torchvision eager,
+  # static eager and static graphed (torch.cuda.graph), B = 2 and 8, 512x512
+  # and 800x800; the static step under the sync debug mode, and the graph's
+  # replay against eager. Its JSON is the sixth file of $OUT.
+  name="benchmark detection (cuda, torchvision vs static step)"
+  if [ $REHEARSE = 1 ]; then not_run "$name"
+  elif ! grep -q "^torchvision: found" "$LOGS/machine.txt"; then
+    record "$name" NOT-FOUND "torchvision is not installed for $PY"
+  elif begin "$name" 60 180; then
+    run_timed bench-detection.log "$step_limit" "${pyenv[@]}" "$PY" bench/detection_bench.py --device cuda \
+      --model fasterrcnn_mobilenet_v3_large_fpn --batch-sizes 2,8 --image-sizes 512,800 \
+      --impls torchvision,static,graphed --steps 10 --warmup 2 --json "$LOGS/bench-gpu-detection.json"
+    rc=$?
+    end "$name" $rc bench-detection.log "$(grep -E '^FAILED: ' "$LOGS/bench-detection.log" | cut -c1-200)"
+  fi
+  [ -f "$LOGS/bench-gpu-detection.json" ] && cp "$LOGS/bench-gpu-detection.json" "$OUT/bench-gpu-detection.json"
+  # Its verdict, one row per aspect: met (PASS), MISSED (the speed goal only),
+  # NOT-MEASURED or FAIL (both fail the run).
+  for aspect in syncs graph speed; do
+    case $aspect in
+      syncs) name="detection step: zero host syncs" ;;
+      graph) name="detection step: graph replay == eager" ;;
+      speed) name="detection step: graphed >= 1.5x torchvision" ;;
+    esac
+    if [ $REHEARSE = 1 ]; then not_run "$name"; continue; fi
+    begin "$name" 2 30 || continue
+    run_timed "detection-$aspect.log" "$step_limit" "$PY" scripts/device_report.py detection "$aspect" \
+      "$LOGS/bench-gpu-detection.json"
+    rc=$?
+    cat "$LOGS/detection-$aspect.log"
+    last="$(tail -n 1 "$LOGS/detection-$aspect.log" | cut -c1-300)"
+    case $rc in
+      0) record "$name" PASS "$last" ;;
+      2) record "$name" MISSED "$last" ;;
+      *) if [[ "$last" == "NOT MEASURED"* ]]; then record "$name" NOT-MEASURED "$last"
+         else end "$name" $rc "detection-$aspect.log" "$last"; fi ;;
+    esac
+  done
 fi
 
 if want sanitize; then

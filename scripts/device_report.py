@@ -4,6 +4,8 @@
     device_report.py checks                    # syncs per call, CPU == CUDA bit for bit
     device_report.py graphs                    # CUDA graph capture and replays
     device_report.py targets CPP.json PY.json  # the benchmark against the targets
+    device_report.py detection ASPECT DET.json # the detection step (bench/detection_bench.py):
+                                               # ASPECT syncs, graph or speed
 
 `checks` and `graphs` print one line per check and exit 1 when any check
 fails. `targets` prints the benchmark against the targets; its last line is
@@ -11,6 +13,19 @@ the verdict: "all N targets met" (exit 0), "MISSED: <the missed targets>"
 (exit 2: a missed target is reported, not an error), "NOT MEASURED: ..."
 (exit 1: a benchmark result it needs is missing or unreadable), or "FAIL: ..."
 (exit 1: a host sync was measured in a syncfree call).
+
+`detection` reads the JSON of bench/detection_bench.py --device cuda and
+judges one aspect of the static detection training step at each of the
+configurations of DETECTION_CONFIGS, with the same last-line verdicts and
+exit statuses:
+- syncs: no host sync in the static eager step (sync debug mode: none
+  counted under "warn", nothing raised under "error"); a sync is FAIL;
+- graph: the CUDA-graph replay equals the eager step (finite losses, two
+  replays equal bit for bit, replay == eager within the benchmark's
+  tolerance); a difference or a failed capture is FAIL;
+- speed: the graphed step at least DETECTION_GOAL x faster than
+  torchvision's eager step (medians of the same run); below is MISSED.
+A configuration without its result is NOT MEASURED.
 """
 import json
 import sys
@@ -259,9 +274,108 @@ def targets(cpp_json: str, py_json: str) -> int:
     return 0
 
 
+# The detection step's configurations (batch, height, width) and speed goal.
+DETECTION_CONFIGS = [(2, 512, 512), (8, 512, 512), (2, 800, 800), (8, 800, 800)]
+DETECTION_GOAL = 1.5
+DETECTION_ASPECTS = ("syncs", "graph", "speed")
+
+
+def _config_name(batch, height, width):
+    return f"B={batch} {height}x{width}"
+
+
+def detection(aspect: str, path: str) -> int:
+    if aspect not in DETECTION_ASPECTS:
+        print(f"detection: unknown aspect {aspect!r} (known: {', '.join(DETECTION_ASPECTS)})")
+        print(f"NOT MEASURED: unknown aspect {aspect!r}")
+        return 1
+    try:
+        with open(path) as f:
+            data = json.load(f)
+        rows, checks = list(data["results"]), list(data.get("checks", []))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        print(f"detection: cannot read {path}: {e}")
+        print(f"NOT MEASURED: no detection benchmark results in {path}")
+        return 1
+    if data.get("device") != "cuda":
+        print(f"detection: {path} was measured on {data.get('device')!r}, not cuda")
+        print(f"NOT MEASURED: no CUDA detection results in {path}")
+        return 1
+
+    def at(items, config, **match):
+        b, h, w = config
+        for r in items:
+            if (r.get("batch"), r.get("height"), r.get("width")) == (b, h, w) and all(
+                    r.get(k) == v for k, v in match.items()):
+                return r
+        return None
+
+    met, missed, missing, failed = [], [], [], []
+    if aspect in ("syncs", "graph"):
+        check = "syncs" if aspect == "syncs" else "graph_replay"
+        what = "host syncs in the static eager step" if aspect == "syncs" else "graph replay == eager"
+        print(f"{'detection: ' + what:<48} verdict")
+        for config in DETECTION_CONFIGS:
+            name = _config_name(*config)
+            c = at(checks, config, check=check)
+            if c is None:
+                missing.append(name)
+                print(f"{name:<48} NOT MEASURED")
+            elif c.get("ok") is True:
+                met.append(name)
+                detail = "0 syncs" if aspect == "syncs" else c.get("detail", "")
+                print(f"{name:<48} met ({detail})")
+            else:
+                if aspect == "syncs":
+                    detail = f"{c.get('syncs_per_step')} syncs per step"
+                    if c.get("where"):
+                        detail += " at " + ", ".join(c["where"])
+                    if c.get("error"):
+                        detail += f"; error mode: {c['error']}"
+                else:
+                    detail = c.get("detail", "no detail")
+                failed.append(f"{name}: {detail}")
+                print(f"{name:<48} FAIL ({detail})")
+    else:
+        print(f"{'detection: graphed vs torchvision eager':<48} {'tv ms':>9} {'graphed ms':>11} {'ratio':>6}  "
+              f"verdict (goal {DETECTION_GOAL}x)")
+        for config in DETECTION_CONFIGS:
+            name = _config_name(*config)
+            tv = at(rows, config, impl="torchvision", supported=True)
+            graphed = at(rows, config, impl="graphed", supported=True)
+            static = at(rows, config, impl="static", supported=True)
+            if tv is None or graphed is None or not graphed.get("median_ms"):
+                missing.append(name)
+                why = "torchvision eager" if tv is None else "graphed"
+                note = (at(rows, config, impl="graphed") or {}).get("note") if tv is not None else ""
+                print(f"{name:<48} NOT MEASURED (no {why} result{': ' + note if note else ''})")
+                continue
+            ratio = tv["median_ms"] / graphed["median_ms"]
+            ok = ratio >= DETECTION_GOAL
+            (met if ok else missed).append(name if ok else f"graphed {name}: {ratio:.2f}x < {DETECTION_GOAL}x")
+            eager = f" (static eager {tv['median_ms'] / static['median_ms']:.2f}x)" if static else ""
+            print(f"{name:<48} {tv['median_ms']:>9.2f} {graphed['median_ms']:>11.2f} {ratio:>5.2f}x  "
+                  f"{'met' if ok else 'MISSED'}{eager}")
+    print(f"detection {aspect}: {len(met)} met, {len(missed)} missed, {len(missing)} not measured, "
+          f"{len(failed)} failed")
+    if failed:
+        print("FAIL: " + "; ".join(failed) + (f"; NOT MEASURED: {', '.join(missing)}" if missing else ""))
+        return 1
+    if missing:
+        print("NOT MEASURED: " + ", ".join(missing) + (f"; MISSED: {'; '.join(missed)}" if missed else ""))
+        return 1
+    if missed:
+        print("MISSED: " + "; ".join(missed))
+        return 2
+    print(f"all {len(met)} met")
+    return 0
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 2 and sys.argv[1] in ("checks", "graphs"):
         sys.exit(checks() if sys.argv[1] == "checks" else graphs())
     if len(sys.argv) == 4 and sys.argv[1] == "targets":
         sys.exit(targets(sys.argv[2], sys.argv[3]))
+    if len(sys.argv) == 4 and sys.argv[1] == "detection":
+        sys.exit(detection(sys.argv[2], sys.argv[3]))
     sys.exit(__doc__)

@@ -75,3 +75,79 @@ def test_an_unreadable_file_is_not_measured(tmp_path, capsys):
     rc = device_report.targets(str(tmp_path / "none.json"), str(tmp_path / "none.json"))
     assert rc == 1
     assert capsys.readouterr().out.strip().splitlines()[-1].startswith("NOT MEASURED: ")
+
+
+# --- the detection step (bench/detection_bench.py --device cuda)
+
+
+def detection_json(tmp_path, ratio=2.0, syncs=0, graph_ok=True, drop=None, device="cuda", capture_failed=False):
+    """A detection benchmark JSON for every configuration of DETECTION_CONFIGS:
+    the graphed step `ratio` x faster than torchvision's."""
+    rows, checks = [], []
+    for b, h, w in device_report.DETECTION_CONFIGS:
+        if (b, h, w) == drop:
+            continue
+        base = dict(model="fasterrcnn_mobilenet_v3_large_fpn", batch=b, height=h, width=w)
+        rows.append(dict(base, impl="torchvision", supported=True, median_ms=100.0))
+        rows.append(dict(base, impl="static", supported=True, median_ms=80.0))
+        if capture_failed:
+            rows.append(dict(base, impl="graphed", supported=False, note="capture failed: RuntimeError: x"))
+        else:
+            rows.append(dict(base, impl="graphed", supported=True, median_ms=100.0 / ratio))
+        checks.append(dict(base, check="syncs", ok=syncs == 0, syncs_per_step=syncs,
+                           where=["_utils.py:157 x2"] if syncs else [], error="RuntimeError: sync" if syncs else None))
+        checks.append(dict(base, check="graph_replay", ok=graph_ok and not capture_failed,
+                           detail="finite=True replays-equal=True replay-vs-eager max |diff| 0"
+                           if graph_ok else "finite=True replays-equal=False"))
+    path = tmp_path / "det.json"
+    path.write_text(json.dumps(dict(device=device, results=rows, checks=checks)))
+    return str(path)
+
+
+def detection_verdict(capsys, aspect, path):
+    rc = device_report.detection(aspect, path)
+    return rc, capsys.readouterr().out.strip().splitlines()
+
+
+@pytest.mark.parametrize("aspect", device_report.DETECTION_ASPECTS)
+def test_detection_all_met(tmp_path, capsys, aspect):
+    rc, lines = detection_verdict(capsys, aspect, detection_json(tmp_path))
+    assert rc == 0 and lines[-1] == f"all {len(device_report.DETECTION_CONFIGS)} met", lines
+
+
+def test_detection_speed_goal_missed_is_missed_not_met(tmp_path, capsys):
+    rc, lines = detection_verdict(capsys, "speed", detection_json(tmp_path, ratio=1.49))
+    assert rc == 2 and lines[-1].startswith("MISSED: ") and "1.49x < 1.5x" in lines[-1], lines
+    assert not any(line.rstrip().endswith(" met") or " met " in line for line in lines[1:-2]), lines
+
+
+def test_detection_syncs_fail_with_where_they_happen(tmp_path, capsys):
+    rc, lines = detection_verdict(capsys, "syncs", detection_json(tmp_path, syncs=3))
+    assert rc == 1 and lines[-1].startswith("FAIL: ") and "3 syncs per step at _utils.py:157" in lines[-1]
+
+
+@pytest.mark.parametrize("aspect", ["graph", "speed"])
+def test_detection_failed_capture(tmp_path, capsys, aspect):
+    # A capture that failed: the replay check fails, the speed goal is not measured.
+    rc, lines = detection_verdict(capsys, aspect, detection_json(tmp_path, capture_failed=True))
+    assert rc == 1
+    assert lines[-1].startswith("FAIL: " if aspect == "graph" else "NOT MEASURED: "), lines
+
+
+def test_detection_replay_different_from_eager_fails(tmp_path, capsys):
+    rc, lines = detection_verdict(capsys, "graph", detection_json(tmp_path, graph_ok=False))
+    assert rc == 1 and lines[-1].startswith("FAIL: ") and "replays-equal=False" in lines[-1]
+
+
+@pytest.mark.parametrize("aspect", device_report.DETECTION_ASPECTS)
+def test_detection_a_missing_configuration_is_not_measured(tmp_path, capsys, aspect):
+    rc, lines = detection_verdict(capsys, aspect, detection_json(tmp_path, drop=(8, 800, 800)))
+    assert rc == 1 and lines[-1].startswith("NOT MEASURED: B=8 800x800"), lines
+
+
+@pytest.mark.parametrize("aspect", device_report.DETECTION_ASPECTS)
+def test_detection_cpu_results_or_no_file_are_not_measured(tmp_path, capsys, aspect):
+    rc, lines = detection_verdict(capsys, aspect, detection_json(tmp_path, device="cpu"))
+    assert rc == 1 and lines[-1].startswith("NOT MEASURED: ")
+    rc, lines = detection_verdict(capsys, aspect, str(tmp_path / "none.json"))
+    assert rc == 1 and lines[-1].startswith("NOT MEASURED: ")

@@ -6,6 +6,7 @@ Run by `make rehearse` after `scripts/device-check.sh --prepare`, with PYTHON
 set to a Python whose torch is a CUDA build (the script's prerequisite)."""
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -101,3 +102,28 @@ def test_bad_usage(tmp_path, var, value):
     r = subprocess.run([str(SCRIPT), "--rehearse"], env=env(tmp_path, **{var: value}),
                        capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and var in r.stderr, r.stdout + r.stderr
+
+
+def test_the_detection_step_runs_in_the_bench_phase_within_its_limits():
+    # The detection step: after the speed targets and before the sanitizers,
+    # under begin's deadline (run_timed with the step's limit), NOT-RUN in a
+    # rehearsal, and its verdict rows read by device_report.py detection.
+    text = SCRIPT.read_text()
+    targets = text.index('scripts/device_report.py targets')
+    step = text.index('bench/detection_bench.py --device cuda')
+    verdict = text.index('scripts/device_report.py detection')
+    sanitize = text.index('if want sanitize')
+    assert targets < step < verdict < sanitize
+    block = text[targets:sanitize]
+    assert block.count('begin "$name"') == 2 and block.count('"$step_limit"') == 2
+    for aspect in ("syncs", "graph", "speed"):
+        assert f"{aspect}) name=\"detection step: " in block
+    assert 'not_run "$name"; continue' in block and 'then not_run "$name"' in block
+    assert "NOT-MEASURED" in block and "MISSED" in block
+    # What comes back from $OUT: the verdict, the archive and at most four JSONs
+    # (the device machine returns at most 8 files).
+    copied = set(re.findall(r'"\$OUT/([A-Za-z0-9_.$-]+)"', text))
+    jsons = {c for c in copied if c.endswith(".json") and "$" not in c} | {"bench-gpu.json", "bench-gpu-rows.json",
+                                                           "bench-gpu-python.json"}
+    assert "bench-gpu-detection.json" in jsons and len(jsons) + 2 <= 6 <= 8
+    assert "at most 6 files" in text
