@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
-"""Host-device synchronizations and graph breaks of a torchvision Faster R-CNN
-training step, with torchvision's sampler and with syncfree's drop-in.
+"""Host-device synchronizations and graph breaks of a torchvision detection
+training step: torchvision's model as is, with syncfree's drop-in sampler
+(``patch(model)``), and its static version (``make_static(model, ...)``).
 
 Counts, over one training step (forward, backward, SGD step; after one
 warm-up step), the operators that make the host wait for the device:
@@ -8,11 +9,13 @@ warm-up step), the operators that make the host wait for the device:
 indexing) and ``aten::_local_scalar_dense`` (``.item()``, ``float(t)``,
 ``int(t)``, ``bool(t)``), each attributed to the innermost function of
 torchvision or syncfree that called it; then the graph breaks
-``torch._dynamo.explain`` reports for the training forward. Nothing is
-downloaded (weights=None, weights_backbone=None); runs on the CPU.
+``torch._dynamo.explain`` reports for the training forward, and for the
+training forward, loss and backward (``trace_autograd_ops``, where this torch
+has it). Nothing is downloaded (weights=None, weights_backbone=None); runs on
+the CPU.
 
-    python scripts/count_syncs.py [--model resnet50|mobilenet] [--images 2] [--size 128]
-        [--no-explain] [--json out.json]
+    python scripts/count_syncs.py [--model resnet50|resnet50_v2|mobilenet|maskrcnn] [--images 2]
+        [--size 128] [--no-explain] [--json out.json]
 
 docs/migration.md quotes its output (torch 2.14.1, torchvision 0.29.1).
 """
@@ -31,19 +34,33 @@ import syncfree.compat.torchvision as sf_tv
 SYNC_OPS = {"aten::nonzero": "nonzero", "aten::_local_scalar_dense": "item"}
 
 
+MODELS = {"resnet50": "fasterrcnn_resnet50_fpn", "resnet50_v2": "fasterrcnn_resnet50_fpn_v2",
+          "mobilenet": "fasterrcnn_mobilenet_v3_large_fpn", "maskrcnn": "maskrcnn_resnet50_fpn"}
+MAX_BOXES = 4  # ground truth padded to this many boxes for the static model
+
+
 def build_model(name, size):
     kwargs = dict(weights=None, weights_backbone=None, num_classes=91, min_size=size, max_size=size)
-    if name == "resnet50":
-        return torchvision.models.detection.fasterrcnn_resnet50_fpn(**kwargs)
-    return torchvision.models.detection.fasterrcnn_mobilenet_v3_large_fpn(**kwargs)
+    return getattr(torchvision.models.detection, MODELS[name])(**kwargs)
 
 
-def batch(images, size):
+def batch(images, size, masks):
     gen = torch.Generator().manual_seed(0)
     xs = [torch.rand(3, size, size, generator=gen) for _ in range(images)]
-    targets = [dict(boxes=torch.tensor([[10.0, 20.0, 60.0, 90.0], [50.0, 40.0, 120.0, 110.0]]) * size / 128,
-                    labels=torch.tensor([1, 2])) for _ in range(images)]
+    boxes = torch.tensor([[10.0, 20.0, 60.0, 90.0], [50.0, 40.0, 120.0, 110.0]]) * size / 128
+    targets = [dict(boxes=boxes, labels=torch.tensor([1, 2])) for _ in range(images)]
+    if masks:
+        m = torch.zeros(2, size, size, dtype=torch.uint8)
+        for i, b in enumerate(boxes.long().tolist()):
+            m[i, b[1]:b[3], b[0]:b[2]] = 1
+        for t in targets:
+            t["masks"] = m
     return xs, targets
+
+
+def static_inputs(xs, targets):
+    """The static model's inputs: one image tensor, padded targets (made in the data pipeline)."""
+    return torch.stack(xs), sf_tv.pad_targets(targets, MAX_BOXES)
 
 
 def train_step(model, opt, xs, targets):
@@ -91,38 +108,60 @@ def count(model, xs, targets):
 
 
 def graph_breaks(model, xs, targets):
+    """(graph breaks, graphs) of the training forward; then of forward, loss and
+    backward (None where this torch cannot trace ``backward``)."""
     model.train()
+
+    def step(xs, targets):
+        loss = sum(model(xs, targets).values())
+        loss.backward()
+        return loss.detach()
+
     torch._dynamo.reset()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        explanation = torch._dynamo.explain(model)(xs, targets)
-    return explanation.graph_break_count, explanation.graph_count
+        forward = torch._dynamo.explain(model)(xs, targets)
+        torch._dynamo.reset()
+        whole = None
+        if hasattr(torch._dynamo.config, "trace_autograd_ops"):
+            with torch._dynamo.config.patch(trace_autograd_ops=True):
+                whole = torch._dynamo.explain(step)(xs, targets)
+            torch._dynamo.reset()
+    return (forward.graph_break_count, forward.graph_count,
+            None if whole is None else whole.graph_break_count, None if whole is None else whole.graph_count)
 
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--model", choices=["resnet50", "mobilenet"], default="resnet50")
+    p.add_argument("--model", choices=sorted(MODELS), default="resnet50")
     p.add_argument("--images", type=int, default=2)
     p.add_argument("--size", type=int, default=128)
     p.add_argument("--no-explain", action="store_true", help="skip torch._dynamo.explain (slow)")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
-    xs, targets = batch(args.images, args.size)
+    xs, targets = batch(args.images, args.size, masks=args.model == "maskrcnn")
     results = {"torch": torch.__version__, "torchvision": torchvision.__version__,
-               "model": f"fasterrcnn_{args.model}_fpn", "images": args.images, "size": args.size}
-    for name in ["unpatched", "patched"]:
+               "model": MODELS[args.model], "images": args.images, "size": args.size}
+    for name in ["unpatched", "patched", "static"]:
         torch.manual_seed(0)
         model = build_model(args.model, args.size)
+        inputs = (xs, targets)
         if name == "patched":
             sf_tv.patch(model)
-        totals, sites = count(model, xs, targets)
+        elif name == "static":
+            model = sf_tv.make_static(model, (args.size, args.size), MAX_BOXES)
+            inputs = static_inputs(xs, targets)
+        totals, sites = count(model, *inputs)
         entry = dict(syncs=totals, sites=sites)
         if not args.no_explain:
-            entry["graph_breaks"], entry["graphs"] = graph_breaks(model, xs, targets)
+            (entry["graph_breaks"], entry["graphs"], entry["graph_breaks_with_backward"],
+             entry["graphs_with_backward"]) = graph_breaks(model, *inputs)
         results[name] = entry
         print(f"{name}: per training step {totals.get('nonzero', 0)} nonzero "
               f"(of which {totals.get('where(mask)', 0)} torch.where(mask)), {totals.get('item', 0)} .item()"
-              + (f"; torch._dynamo.explain: {entry['graph_breaks']} graph breaks, {entry['graphs']} graphs"
+              + (f"; torch._dynamo.explain: training forward {entry['graph_breaks']} graph breaks "
+                 f"({entry['graphs']} graphs), forward + loss + backward "
+                 f"{entry['graph_breaks_with_backward']} ({entry['graphs_with_backward']} graphs)"
                  if "graph_breaks" in entry else ""))
         for site, n in sites.items():
             print(f"  {n:3d}  {site}")
