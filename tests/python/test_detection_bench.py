@@ -8,6 +8,7 @@ import warnings
 
 import pytest
 import torch
+from static_rcnn_helpers import torchvision_or_skip
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "bench" / "detection_bench.py"
 spec = importlib.util.spec_from_file_location("detection_bench", SCRIPT)
@@ -127,7 +128,7 @@ def test_cuda_without_a_device_is_a_clear_usage_error(capsys):
 
 
 def test_tiny_cpu_run(tmp_path):
-    pytest.importorskip("torchvision")
+    torchvision_or_skip()
     out = tmp_path / "det.json"
     rc = detection_bench.main(["--impls", "torchvision,static", "--image-sizes", "64", "--batch-sizes", "1",
                                "--steps", "1", "--warmup", "1", "--max-boxes", "2", "--json", str(out)])
