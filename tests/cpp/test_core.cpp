@@ -519,3 +519,93 @@ TEST(Stratified, KeysDifferFromBalancedSampleKeys) {
   std::set<uint64_t> distinct(std::begin(keys), std::end(keys));
   EXPECT_EQ(distinct.size(), 6u);
 }
+
+// --- the vector paths (AVX2, AVX-512) against the scalar one -------------------------
+
+// Runs body(path) for every path this CPU has (the scalar one first), with
+// the batched evaluations limited to that path; restores the limit after.
+template <typename Body>
+void for_each_simd_path(const Body& body) {
+  const int saved = simd_path_limit().load();
+  for (int path = 0; path <= static_cast<int>(cpu_simd_path()); ++path) {
+    simd_path_limit() = path;
+    body(static_cast<SimdPath>(path));
+  }
+  simd_path_limit() = saved;
+}
+
+TEST(SimdPaths, TheLimitSelectsThePath) {
+  for_each_simd_path([](SimdPath path) { EXPECT_EQ(simd_path(), path); });
+  EXPECT_EQ(simd_path(), cpu_simd_path());
+}
+
+TEST(SimdPaths, FeistelPassEqualsTheScalarNetworkOnEveryPath) {
+  // Every count (ragged tails of 4 and 8 lanes included) and domain width
+  // (halves of 4 to 32 bits, odd and even widths), many keys.
+  std::mt19937_64 rng(31);
+  for (int64_t n : {int64_t{129}, int64_t{200}, int64_t{256}, int64_t{257}, int64_t{1000},
+                    int64_t{65537}, (int64_t{1} << 20) + 3, (int64_t{1} << 31) + 11,
+                    (int64_t{1} << 40) + 1, INT64_MAX}) {
+    for (int key = 0; key < 20; ++key) {
+      const Permutation perm(rng(), n);
+      const uint64_t domain_mask =
+          perm.domain_bits() >= 64 ? ~uint64_t{0} : (uint64_t{1} << perm.domain_bits()) - 1;
+      for (int64_t count : {0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 255, 256, 1003}) {
+        std::vector<int64_t> values(static_cast<size_t>(count));
+        for (auto& v : values) v = static_cast<int64_t>(rng() & domain_mask);
+        for_each_simd_path([&](SimdPath path) {
+          std::vector<int64_t> got = values;
+          feistel_pass(perm, got.data(), count, path);
+          for (int64_t i = 0; i < count; ++i)
+            ASSERT_EQ(static_cast<uint64_t>(got[static_cast<size_t>(i)]),
+                      perm.feistel(static_cast<uint64_t>(values[static_cast<size_t>(i)])))
+                << "path " << static_cast<int>(path) << ", n " << n << ", count " << count;
+        });
+      }
+    }
+  }
+}
+
+TEST(SimdPaths, SamplesAreTheSameOnEveryPath) {
+  // balanced_sample's and stratified_sample's serial references (the CPU
+  // backend's batched code) on every path against the scalar path, over many
+  // seeds, edge sizes (N = 0, 1, 2, 129, K > N) and rows longer than a chunk.
+  std::mt19937_64 rng(37);
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{129}, int64_t{1000},
+                    int64_t{5003}, kChunk + 7}) {
+    const int64_t rows = 2;
+    std::vector<int64_t> labels(static_cast<size_t>(rows * n));
+    for (auto& v : labels) v = static_cast<int64_t>(rng() % 4) - 1;
+    for (int64_t k : {int64_t{1}, n / 10 + 1, n / 2 + 3, n, n + 9}) {
+      for (int seed = 0; seed < 6; ++seed) {
+        BalancedParams p;
+        p.num_samples = k;
+        p.positive_fraction = seed % 2 ? 0.5 : 0.3;
+        p.fill_positives = seed % 3 != 0;
+        p.seed = rng();
+        StratifiedParams sp;
+        sp.num_samples = k;
+        sp.num_classes = 3;
+        sp.fill = seed % 2 == 0;
+        sp.seed = p.seed;
+        const std::vector<int64_t> quota = {k / 3, k / 4 + 1, k};
+        std::vector<int64_t> want, want_strat;
+        for_each_simd_path([&](SimdPath path) {
+          std::vector<int64_t> indices(static_cast<size_t>(rows * k));
+          std::unique_ptr<bool[]> valid(new bool[static_cast<size_t>(rows * k)]);
+          sample_rows_serial(labels.data(), rows, n, p, indices.data(), valid.get());
+          std::vector<int64_t> strat(static_cast<size_t>(rows * k));
+          stratified_rows_serial(labels.data(), rows, n, quota.data(), 0, sp, strat.data(),
+                                 valid.get());
+          if (path == SimdPath::kScalar) {
+            want = indices;
+            want_strat = strat;
+          } else {
+            ASSERT_EQ(indices, want) << "path " << static_cast<int>(path) << ", n " << n;
+            ASSERT_EQ(strat, want_strat) << "path " << static_cast<int>(path) << ", n " << n;
+          }
+        });
+      }
+    }
+  }
+}
