@@ -11,6 +11,7 @@
 #include "row_plan.h"
 
 #include <atomic>
+#include <type_traits>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
@@ -35,7 +36,9 @@ enum class SimdPath : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
 inline SimdPath cpu_simd_path() {
   static const SimdPath best = [] {
 #ifdef SYNCFREE_HAVE_AVX512_PATH
-    if (__builtin_cpu_supports("avx512f")) return SimdPath::kAvx512;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+      return SimdPath::kAvx512;
 #endif
 #ifdef SYNCFREE_HAVE_AVX2_PATH
     if (__builtin_cpu_supports("avx2")) return SimdPath::kAvx2;
@@ -136,6 +139,92 @@ __attribute__((target("avx512f"))) inline int64_t feistel_pass_avx512(const Perm
 #pragma GCC diagnostic pop
 #endif
 #endif
+
+#ifdef SYNCFREE_HAVE_AVX512_PATH
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// compact_chunk for contiguous int64 or int32 labels with AVX-512 (F, BW,
+// VL), 16 labels at a time: two comparisons give each class's 16-bit mask;
+// vpcompressd packs the class's offsets, which go to the front (positives)
+// or, reversed, to the back (negatives) with one masked 16-bit store each.
+// The entries written are exactly those compact_chunk leaves in [0, p) and
+// [len - q, len), in the same order (the region between is never read).
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl,popcnt"))) inline void compact_chunk_avx512(
+    const T* labels, int64_t len, int64_t negative_label, uint16_t* work, int64_t* num_pos,
+    int64_t* num_neg) {
+  static_assert(std::is_same<T, int64_t>::value || std::is_same<T, int32_t>::value, "");
+  int64_t p = 0;
+  int64_t q = 0;
+  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i reverse = _mm512_set_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  int64_t i = 0;
+  for (; i + 16 <= len; i += 16) {
+    __mmask16 neg, nonneg;
+    if constexpr (std::is_same<T, int64_t>::value) {
+      const __m512i a = _mm512_loadu_si512(labels + i);
+      const __m512i b = _mm512_loadu_si512(labels + i + 8);
+      const __m512i nl = _mm512_set1_epi64(negative_label);
+      const __m512i zero = _mm512_setzero_si512();
+      neg = _mm512_kunpackb(_mm512_cmpeq_epi64_mask(b, nl), _mm512_cmpeq_epi64_mask(a, nl));
+      nonneg = _mm512_kunpackb(_mm512_cmpge_epi64_mask(b, zero), _mm512_cmpge_epi64_mask(a, zero));
+    } else {
+      const __m512i a = _mm512_loadu_si512(labels + i);
+      neg = _mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(static_cast<int32_t>(negative_label)));
+      nonneg = _mm512_cmpge_epi32_mask(a, _mm512_setzero_si512());
+    }
+    const __mmask16 pos = static_cast<__mmask16>(nonneg & ~neg);
+    const __m512i offsets = _mm512_add_epi32(iota, _mm512_set1_epi32(static_cast<int32_t>(i)));
+    const int np = __builtin_popcount(pos);
+    const int nn = __builtin_popcount(neg);
+    const __m256i front = _mm512_cvtepi32_epi16(_mm512_maskz_compress_epi32(pos, offsets));
+    _mm256_mask_storeu_epi16(work + p, static_cast<__mmask16>((1u << np) - 1), front);
+    // The j-th negative of the group goes to work[len - 1 - q - j]: lane 15 - j
+    // of a store at work + len - 16 - q (never below work: q <= i <= len - 16).
+    const __m256i back = _mm512_cvtepi32_epi16(
+        _mm512_permutexvar_epi32(reverse, _mm512_maskz_compress_epi32(neg, offsets)));
+    _mm256_mask_storeu_epi16(work + len - 16 - q, static_cast<__mmask16>(0xFFFF0000u >> nn), back);
+    p += np;
+    q += nn;
+  }
+  uint16_t* back = work + len - 1;
+  for (; i < len; ++i) {  // the tail, as compact_chunk
+    bool is_pos, is_neg;
+    classify(labels[i], negative_label, &is_pos, &is_neg);
+    work[p] = static_cast<uint16_t>(i);
+    back[-q] = static_cast<uint16_t>(i);
+    p += is_pos;
+    q += is_neg;
+  }
+  *num_pos = p;
+  *num_neg = q;
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+// compact_chunk (the same workspace entries and counts), with AVX-512 for
+// contiguous int64 and int32 labels where the path allows.
+template <typename T>
+inline void compact_chunk_host(const T* labels, int64_t stride, int64_t len,
+                               int64_t negative_label, uint16_t* work, int64_t* num_pos,
+                               int64_t* num_neg, SimdPath path = simd_path()) {
+#ifdef SYNCFREE_HAVE_AVX512_PATH
+  if (stride == 1 && path == SimdPath::kAvx512) {
+    if constexpr (std::is_same<T, int64_t>::value) {
+      return compact_chunk_avx512(labels, len, negative_label, work, num_pos, num_neg);
+    } else if constexpr (std::is_same<T, int32_t>::value) {
+      // A negative_label outside int32's range matches no label: left to the scalar loop.
+      if (negative_label <= INT32_MAX)
+        return compact_chunk_avx512(labels, len, negative_label, work, num_pos, num_neg);
+    }
+  }
+#endif
+  compact_chunk(labels, stride, len, negative_label, work, num_pos, num_neg);
+}
 
 // values[i] = perm.feistel(values[i]) for i < count, on the given path.
 inline void feistel_pass(const Permutation& perm, int64_t* values, int64_t count,
