@@ -107,34 +107,106 @@ __attribute__((target("avx2"))) inline int64_t feistel_pass_avx2(const Permutati
 // one instruction) and at the end, since the low bits of a sum depend only on
 // the low bits of its terms; the product's two 32-bit halves are swapped
 // with a shuffle (port 5) rather than a shift (port 0, the multiplier's).
+// The network's constants, broadcast.
+struct FeistelAvx512 {
+  __m512i lo_mask, hi_mask, mult, keys[kFeistelRounds];
+  __m128i shift;
+};
+
+__attribute__((target("avx512f"))) inline FeistelAvx512 feistel_avx512_setup(
+    const Permutation& perm) {
+  FeistelAvx512 c;
+  c.lo_mask = _mm512_set1_epi64(static_cast<int64_t>((uint64_t{1} << perm.lo_bits()) - 1));
+  c.hi_mask = _mm512_set1_epi64(static_cast<int64_t>((uint64_t{1} << perm.hi_bits()) - 1));
+  c.shift = _mm_cvtsi32_si128(perm.lo_bits());
+  c.mult = _mm512_set1_epi64(0xCD9E8D57ll);
+  for (int r = 0; r < kFeistelRounds; ++r)
+    c.keys[r] = _mm512_set1_epi64(static_cast<int64_t>(perm.round_key(r)));
+  return c;
+}
+
+// One pass of the network over 8 values.
+__attribute__((target("avx512f"), always_inline)) inline __m512i feistel_avx512(
+    const FeistelAvx512& c, __m512i v) {
+  // (a & b) ^ c as a vpternlogq truth table (a: 0xF0, b: 0xCC, c: 0xAA).
+  constexpr int kAndXor = (0xF0 & 0xCC) ^ 0xAA;
+  __m512i lo = v;  // masked where used
+  __m512i hi = _mm512_srl_epi64(v, c.shift);
+  for (int r = 0; r < kFeistelRounds; r += 2) {
+    __m512i z = _mm512_mul_epu32(_mm512_ternarylogic_epi64(lo, c.lo_mask, c.keys[r], kAndXor), c.mult);
+    hi = _mm512_add_epi64(hi, _mm512_xor_si512(z, _mm512_shuffle_epi32(z, _MM_PERM_CDAB)));
+    z = _mm512_mul_epu32(_mm512_ternarylogic_epi64(hi, c.hi_mask, c.keys[r + 1], kAndXor), c.mult);
+    lo = _mm512_add_epi64(lo, _mm512_xor_si512(z, _mm512_shuffle_epi32(z, _MM_PERM_CDAB)));
+  }
+  return _mm512_or_si512(_mm512_sll_epi64(_mm512_and_si512(hi, c.hi_mask), c.shift),
+                         _mm512_and_si512(lo, c.lo_mask));
+}
+
+// The Feistel pass over values[0, count), all of them (the last 1..7 in
+// masked lanes).
 __attribute__((target("avx512f"))) inline int64_t feistel_pass_avx512(const Permutation& perm,
                                                                       int64_t* values,
                                                                       int64_t count) {
-  const __m512i lo_mask = _mm512_set1_epi64(static_cast<int64_t>((uint64_t{1} << perm.lo_bits()) - 1));
-  const __m512i hi_mask = _mm512_set1_epi64(static_cast<int64_t>((uint64_t{1} << perm.hi_bits()) - 1));
-  const __m128i shift = _mm_cvtsi32_si128(perm.lo_bits());
-  const __m512i mult = _mm512_set1_epi64(0xCD9E8D57ll);
-  __m512i keys[kFeistelRounds];
-  for (int r = 0; r < kFeistelRounds; ++r)
-    keys[r] = _mm512_set1_epi64(static_cast<int64_t>(perm.round_key(r)));
-  // (a & b) ^ c as a vpternlogq truth table (a: 0xF0, b: 0xCC, c: 0xAA).
-  constexpr int kAndXor = (0xF0 & 0xCC) ^ 0xAA;
+  const FeistelAvx512 c = feistel_avx512_setup(perm);
   int64_t i = 0;
-  for (; i + 8 <= count; i += 8) {
-    const __m512i v = _mm512_loadu_si512(values + i);
-    __m512i lo = v;  // masked where used
-    __m512i hi = _mm512_srl_epi64(v, shift);
-    for (int r = 0; r < kFeistelRounds; r += 2) {
-      __m512i z = _mm512_mul_epu32(_mm512_ternarylogic_epi64(lo, lo_mask, keys[r], kAndXor), mult);
-      hi = _mm512_add_epi64(hi, _mm512_xor_si512(z, _mm512_shuffle_epi32(z, _MM_PERM_CDAB)));
-      z = _mm512_mul_epu32(_mm512_ternarylogic_epi64(hi, hi_mask, keys[r + 1], kAndXor), mult);
-      lo = _mm512_add_epi64(lo, _mm512_xor_si512(z, _mm512_shuffle_epi32(z, _MM_PERM_CDAB)));
-    }
-    _mm512_storeu_si512(values + i, _mm512_or_si512(_mm512_sll_epi64(_mm512_and_si512(hi, hi_mask), shift),
-                                                    _mm512_and_si512(lo, lo_mask)));
+  // Two vectors per iteration: two independent chains of 8 half-rounds.
+  for (; i + 16 <= count; i += 16) {
+    const __m512i a = feistel_avx512(c, _mm512_loadu_si512(values + i));
+    const __m512i b = feistel_avx512(c, _mm512_loadu_si512(values + i + 8));
+    _mm512_storeu_si512(values + i, a);
+    _mm512_storeu_si512(values + i + 8, b);
   }
-  return i;  // values [i, count) are left to the caller
+  for (; i + 8 <= count; i += 8)
+    _mm512_storeu_si512(values + i, feistel_avx512(c, _mm512_loadu_si512(values + i)));
+  if (i < count) {  // the last 1..7 values: masked lanes
+    const __mmask8 tail = static_cast<__mmask8>((1u << (count - i)) - 1);
+    _mm512_mask_storeu_epi64(values + i, tail, feistel_avx512(c, _mm512_maskz_loadu_epi64(tail, values + i)));
+    i = count;
+  }
+  return i;
 }
+
+// Packs the entries j < count of (positions, v) (positions null: j itself)
+// whose v >= n to the front of (pending, passed), in order, with full
+// 8-lane stores (room for count + 8 each); returns how many. In place is
+// fine: an entry moves to a position at most its own.
+__attribute__((target("avx512f,popcnt"))) inline int64_t cycle_walk_pack_avx512(
+    const int64_t* positions, const int64_t* v, int64_t count, __m512i n, int64_t* pending,
+    int64_t* passed) {
+  const __m512i eight = _mm512_set1_epi64(8);
+  int64_t out = 0;
+  __m512i at = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+  for (int64_t j = 0; j < count; j += 8) {
+    const __mmask8 live = static_cast<__mmask8>(count - j >= 8 ? 0xFF : (1u << (count - j)) - 1);
+    const __m512i x = _mm512_maskz_loadu_epi64(live, v + j);
+    const __m512i where = positions ? _mm512_maskz_loadu_epi64(live, positions + j) : at;
+    const __mmask8 outside = _mm512_mask_cmpge_epu64_mask(live, x, n);
+    _mm512_storeu_si512(pending + out, _mm512_maskz_compress_epi64(outside, where));
+    _mm512_storeu_si512(passed + out, _mm512_maskz_compress_epi64(outside, x));
+    out += __builtin_popcount(outside);
+    at = _mm512_add_epi64(at, eight);
+  }
+  return out;
+}
+
+// Permutation::operator() over values[0, count) (each in [0, 2^m)): one
+// pass over all, then the values still outside [0, n) packed (vpcompressq)
+// with their positions in pending / passed (each with room for count + 8)
+// and passed again, until none is left.
+__attribute__((target("avx512f,popcnt"))) inline void cycle_walk_avx512(const Permutation& perm,
+                                                                 int64_t* values, int64_t count,
+                                                                 int64_t* pending,
+                                                                 int64_t* passed) {
+  feistel_pass_avx512(perm, values, count);
+  const __m512i n = _mm512_set1_epi64(perm.size());
+  int64_t num_pending = cycle_walk_pack_avx512(nullptr, values, count, n, pending, passed);
+  while (num_pending > 0) {
+    feistel_pass_avx512(perm, passed, num_pending);
+    for (int64_t j = 0; j < num_pending; ++j) values[pending[j]] = passed[j];
+    num_pending = cycle_walk_pack_avx512(pending, passed, num_pending, n, pending, passed);
+  }
+}
+
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -231,7 +303,7 @@ inline void feistel_pass(const Permutation& perm, int64_t* values, int64_t count
                          SimdPath path = simd_path()) {
   int64_t done = 0;
 #ifdef SYNCFREE_HAVE_AVX512_PATH
-  if (path == SimdPath::kAvx512) done = feistel_pass_avx512(perm, values, count);
+  if (path == SimdPath::kAvx512) done = feistel_pass_avx512(perm, values, count);  // all of them
 #endif
 #ifdef SYNCFREE_HAVE_AVX2_PATH
   if (path == SimdPath::kAvx2) done = feistel_pass_avx2(perm, values, count);
@@ -262,7 +334,15 @@ class HostPermutation {
       return;
     }
     uint8_t order[kSmallDomain];
+#if defined(__GNUC__) && !defined(__clang__)
+// keys_[0, n) were all written above; GCC 12 cannot always tell once this is inlined.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
     sort_by_key(keys_, n, order);
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
     for (int64_t r = 0; r < n; ++r) table_[order[r]] = static_cast<uint8_t>(r);
     tabulated_ = true;
   }
@@ -312,11 +392,17 @@ class HostPermutation {
     // outside [0, n) through the network again (under 1/2 of them, then 1/4...).
     const uint64_t n = static_cast<uint64_t>(perm_.size());
     const SimdPath path = simd_path();
-    int64_t pending[kApplyBatch];
-    int64_t passed[kApplyBatch];
+    int64_t pending[kApplyBatch + 8];  // + 8: room for the vector path's full stores
+    int64_t passed[kApplyBatch + 8];
     for (int64_t b0 = 0; b0 < count; b0 += kApplyBatch) {
       int64_t* v = values + b0;
       const int64_t m = std::min(kApplyBatch, count - b0);
+#ifdef SYNCFREE_HAVE_AVX512_PATH
+      if (path == SimdPath::kAvx512) {
+        cycle_walk_avx512(perm_, v, m, pending, passed);
+        continue;
+      }
+#endif
       feistel_pass(perm_, v, m, path);
       int64_t num_pending = 0;
       for (int64_t i = 0; i < m; ++i) {

@@ -658,3 +658,29 @@ TEST(SimdPaths, CompactionIsTheSameOnEveryPath) {
     EXPECT_EQ(q, 0);
   });
 }
+
+TEST(SimdPaths, CycleWalkingIsTheSameOnEveryPath) {
+  // HostPermutation::apply (a pass over a batch, then the values outside
+  // [0, n) packed and passed again) on every path against
+  // Permutation::operator(), over domains just above a power of two (about
+  // half the values walk) and just below, batches of every tail length.
+  std::mt19937_64 rng(53);
+  for (int64_t n : {int64_t{129}, int64_t{255}, int64_t{257}, int64_t{4097}, int64_t{65535},
+                    (int64_t{1} << 33) + 1, INT64_MAX}) {
+    for (int key = 0; key < 10; ++key) {
+      const Permutation perm(rng(), n);
+      const HostPermutation host(perm);
+      for (int64_t count : {0, 1, 7, 8, 9, 17, 255, 256, 257, 700}) {
+        std::vector<int64_t> values(static_cast<size_t>(count));
+        for (auto& v : values) v = static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
+        for_each_simd_path([&](SimdPath path) {
+          std::vector<int64_t> got = values;
+          host.apply(got.data(), count);
+          for (int64_t i = 0; i < count; ++i)
+            ASSERT_EQ(got[static_cast<size_t>(i)], perm(values[static_cast<size_t>(i)]))
+                << "path " << static_cast<int>(path) << ", n " << n << ", count " << count;
+        });
+      }
+    }
+  }
+}
