@@ -567,9 +567,11 @@ TEST(SimdPaths, FeistelPassEqualsTheScalarNetworkOnEveryPath) {
 }
 
 TEST(SimdPaths, SamplesAreTheSameOnEveryPath) {
-  // balanced_sample's and stratified_sample's serial references (the CPU
-  // backend's batched code) on every path against the scalar path, over many
-  // seeds, edge sizes (N = 0, 1, 2, 129, K > N) and rows longer than a chunk.
+  // balanced_sample's serial reference (the CPU backend's batched code) on
+  // every path against the scalar path, and stratified_row (the CPU
+  // backend's batched row) on every path against the slot-by-slot
+  // reference, over many seeds, edge sizes (N = 0, 1, 2, 129, K > N) and
+  // rows longer than a chunk.
   std::mt19937_64 rng(37);
   for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{129}, int64_t{1000},
                     int64_t{5003}, kChunk + 7}) {
@@ -589,21 +591,27 @@ TEST(SimdPaths, SamplesAreTheSameOnEveryPath) {
         sp.fill = seed % 2 == 0;
         sp.seed = p.seed;
         const std::vector<int64_t> quota = {k / 3, k / 4 + 1, k};
-        std::vector<int64_t> want, want_strat;
+        std::vector<int64_t> want;
+        std::vector<int64_t> want_strat(static_cast<size_t>(rows * k));
+        std::unique_ptr<bool[]> strat_valid(new bool[static_cast<size_t>(rows * k) + 1]);
+        stratified_rows_serial(labels.data(), rows, n, quota.data(), 0, sp, want_strat.data(),
+                               strat_valid.get());
+        std::vector<int64_t> work(
+            static_cast<size_t>(stratified_workspace_words<int32_t>(n, k, sp.num_classes)));
         for_each_simd_path([&](SimdPath path) {
           std::vector<int64_t> indices(static_cast<size_t>(rows * k));
-          std::unique_ptr<bool[]> valid(new bool[static_cast<size_t>(rows * k)]);
+          std::unique_ptr<bool[]> valid(new bool[static_cast<size_t>(rows * k) + 1]);
           sample_rows_serial(labels.data(), rows, n, p, indices.data(), valid.get());
-          std::vector<int64_t> strat(static_cast<size_t>(rows * k));
-          stratified_rows_serial(labels.data(), rows, n, quota.data(), 0, sp, strat.data(),
-                                 valid.get());
           if (path == SimdPath::kScalar) {
             want = indices;
-            want_strat = strat;
           } else {
             ASSERT_EQ(indices, want) << "path " << static_cast<int>(path) << ", n " << n;
-            ASSERT_EQ(strat, want_strat) << "path " << static_cast<int>(path) << ", n " << n;
           }
+          std::vector<int64_t> strat(static_cast<size_t>(rows * k));
+          for (int64_t r = 0; r < rows; ++r)
+            stratified_row<int32_t>(labels.data() + r * n, 1, n, quota.data(), sp, r,
+                                    work.data(), strat.data() + r * k, valid.get() + r * k);
+          ASSERT_EQ(strat, want_strat) << "path " << static_cast<int>(path) << ", n " << n;
         });
       }
     }
