@@ -46,9 +46,28 @@ void stratified_row(const T* labels, int64_t stride, int64_t n, const int64_t* q
   int64_t* group_slot = slot_pos + slots_max;
   int64_t* group_pos = group_slot + slots_max;
 
-  // 1. Class counts; labels of no class land in the extra bucket C.
+  // 1. Class counts; labels of no class land in the extra bucket C. With
+  // few classes, contiguous rows are cut into kSegments segments counted
+  // (and sorted, below) side by side, each into counters of its own: four
+  // independent chains of increments instead of one, where consecutive
+  // labels of one class would wait on each other's counter.
+  constexpr int64_t kSegments = 4;
+  constexpr int64_t kMaxSegmentBuckets = 64;
+  const bool segmented = stride == 1 && C + 1 <= kMaxSegmentBuckets && n >= 4 * kSegments;
+  const int64_t seg_len = n / kSegments;  // the last segment also takes the n % kSegments after
+  int64_t seg_counts[kSegments][kMaxSegmentBuckets];
   std::fill(counts, counts + C + 1, int64_t{0});
-  if (stride == 1) {
+  if (segmented) {
+    for (int64_t j = 0; j < kSegments; ++j) std::fill(seg_counts[j], seg_counts[j] + C + 1, int64_t{0});
+    for (int64_t i = 0; i < seg_len; ++i) {
+      for (int64_t j = 0; j < kSegments; ++j) ++seg_counts[j][stratum_bucket(labels[j * seg_len + i], C)];
+    }
+    for (int64_t i = kSegments * seg_len; i < n; ++i)
+      ++seg_counts[kSegments - 1][stratum_bucket(labels[i], C)];
+    for (int64_t j = 0; j < kSegments; ++j) {
+      for (int64_t c = 0; c <= C; ++c) counts[c] += seg_counts[j][c];
+    }
+  } else if (stride == 1) {
     for (int64_t i = 0; i < n; ++i) ++counts[stratum_bucket(labels[i], C)];
   } else {
     for (int64_t i = 0; i < n; ++i) ++counts[stratum_bucket(labels[i * stride], C)];
@@ -60,7 +79,25 @@ void stratified_row(const T* labels, int64_t stride, int64_t n, const int64_t* q
     // 2. The row sorted by class, order preserved (a counting sort); the
     // elements of no class go after all classes.
     for (int64_t c = 0; c <= C; ++c) counts[c] = take_prefix[c] + left_prefix[c];
-    if (stride == 1) {
+    if (segmented) {
+      // Segment j of class c starts after the class's elements in segments < j.
+      for (int64_t c = 0; c <= C; ++c) {
+        int64_t start = counts[c];
+        for (int64_t j = 0; j < kSegments; ++j) {
+          const int64_t count = seg_counts[j][c];
+          seg_counts[j][c] = start;
+          start += count;
+        }
+      }
+      for (int64_t i = 0; i < seg_len; ++i) {
+        for (int64_t j = 0; j < kSegments; ++j) {
+          const int64_t at = j * seg_len + i;
+          order[seg_counts[j][stratum_bucket(labels[at], C)]++] = static_cast<Index>(at);
+        }
+      }
+      for (int64_t i = kSegments * seg_len; i < n; ++i)
+        order[seg_counts[kSegments - 1][stratum_bucket(labels[i], C)]++] = static_cast<Index>(i);
+    } else if (stride == 1) {
       for (int64_t i = 0; i < n; ++i)
         order[counts[stratum_bucket(labels[i], C)]++] = static_cast<Index>(i);
     } else {
