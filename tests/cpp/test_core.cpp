@@ -692,3 +692,47 @@ TEST(SimdPaths, CycleWalkingIsTheSameOnEveryPath) {
     }
   }
 }
+
+template <typename T>
+void check_stratified_rows_on_every_path(uint64_t seed) {
+  // stratified_row on every path (AVX-512 counts and sorts rows of at most
+  // kVectorClasses classes) against the slot-by-slot reference: 1 to 5
+  // classes, labels of no class (-1 and C) included, lengths with every
+  // tail of 16, K up to beyond N.
+  std::mt19937_64 rng(seed);
+  for (int64_t C : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{5}}) {
+    for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{33},
+                      int64_t{1000}, int64_t{4099}}) {
+      std::vector<T> labels(static_cast<size_t>(n));
+      for (auto& v : labels) v = static_cast<T>(static_cast<int64_t>(rng() % (C + 2)) - 1);
+      for (int64_t k : {int64_t{1}, n / 5 + 1, n + 3}) {
+        for (bool fill : {false, true}) {
+          StratifiedParams sp;
+          sp.num_samples = k;
+          sp.num_classes = C;
+          sp.fill = fill;
+          sp.seed = rng();
+          std::vector<int64_t> quota(static_cast<size_t>(C));
+          for (auto& q : quota) q = static_cast<int64_t>(rng() % static_cast<uint64_t>(k + 1));
+          std::vector<int64_t> want(static_cast<size_t>(k));
+          std::unique_ptr<bool[]> valid(new bool[static_cast<size_t>(k) + 1]);
+          stratified_rows_serial(labels.data(), 1, n, quota.data(), 0, sp, want.data(),
+                                 valid.get());
+          std::vector<int64_t> work(static_cast<size_t>(stratified_workspace_words<int32_t>(n, k, C)));
+          for_each_simd_path([&](SimdPath path) {
+            std::vector<int64_t> got(static_cast<size_t>(k));
+            stratified_row<int32_t>(labels.data(), 1, n, quota.data(), sp, 0, work.data(),
+                                    got.data(), valid.get());
+            ASSERT_EQ(got, want) << "path " << static_cast<int>(path) << ", C " << C << ", n "
+                                 << n << ", k " << k;
+          });
+        }
+      }
+    }
+  }
+}
+
+TEST(SimdPaths, StratifiedRowsAreTheSameOnEveryPath) {
+  check_stratified_rows_on_every_path<int64_t>(59);
+  check_stratified_rows_on_every_path<int32_t>(61);
+}
