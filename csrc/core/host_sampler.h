@@ -16,11 +16,10 @@
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #include <immintrin.h>
 #define SYNCFREE_HAVE_AVX2_PATH 1
-// The AVX-512 path is left out of CUDA translation units (they only need
-// the bits, which every path gives alike).
-#if !defined(__CUDACC__)
+// Defined alike in every translation unit, CUDA ones included (nvcc 13
+// compiles the AVX-512 host code), so that each inline function below has
+// one definition.
 #define SYNCFREE_HAVE_AVX512_PATH 1
-#endif
 #endif
 
 namespace syncfree {
