@@ -21,8 +21,15 @@ struct Options {
   double min_time = 0.5;
   int64_t max_iters = 1000;
   int64_t warmup = 3;
-  int threads = 0;
-  std::vector<std::string> impls = {"naive", "topk", "syncfree"};
+  // Thread counts to run every configuration with; empty: 1 and every CPU
+  // (the CPU), every CPU (CUDA).
+  std::vector<int> threads;
+  // Each configuration's implementations are timed in this many rounds, in
+  // turn (about min_time / rounds each per round), so that a slow spell of
+  // the machine falls on all of them.
+  int64_t rounds = 3;
+  // Empty: the device's defaults (syncfree_bench.cpp).
+  std::vector<std::string> impls;
   std::string json, csv;
   bool malloc_defaults = false;
   bool busy = false;  // --busy-core: one process spinning on a CPU while measuring

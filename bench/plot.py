@@ -53,7 +53,9 @@ def main():
         sys.exit(__doc__)
     with open(sys.argv[1]) as f:
         data = json.load(f)
-    results = data["results"]
+    # Runs over several thread counts: the charts show the run's largest
+    # ("threads" at the top), as before.
+    results = [r for r in data["results"] if r.get("threads", data.get("threads")) == data.get("threads")]
     where = f"{data.get('device', '?')}, {data.get('threads', '?')} threads, {data.get('date', '')[:10]}"
     single = [r for r in results if r["batch"] == 1]
     batch = [r for r in results if r["batch"] > 1]

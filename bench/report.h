@@ -16,6 +16,7 @@ namespace bench {
 
 struct Result {
   int64_t n, batch, k;
+  int threads = 0;  // CPU threads the configuration ran with
   std::string impl;
   bool supported = true;
   std::string note;
@@ -25,6 +26,7 @@ struct Result {
   double bytes = 0;
   double copy_ms = 0;  // plain copy of the same bytes, same device
   double speedup = 0;  // naive median / this median
+  double vs_floor = 0;  // this median / the floor's median (0: floor not run)
   double other_cpus = -1;  // CPUs other processes used while measuring; < 0: unknown
 };
 
@@ -37,6 +39,12 @@ void print_header(const Options& o, int threads, const RunLoad& load);
 
 // The table of results and its legend.
 void print_table(const std::vector<Result>& results);
+
+// Per thread count and configuration: syncfree against the floor, its gather
+// part (syncfree - syncfree-indices) against index-select, and stratified
+// against syncfree, each a ratio of medians measured in the same run; the
+// columns whose implementations did not run are left out (n/a).
+void print_floor_table(const std::vector<Result>& results);
 
 // " N=..,B=.." for each configuration during which other processes used
 // more than kOtherCpusLoaded CPUs; empty when there was none.

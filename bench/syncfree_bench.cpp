@@ -2,8 +2,8 @@
 //
 //   syncfree_bench [--device cpu|cuda] [--sizes N,N,...] [--batch-sizes N,N,...]
 //                  [--batch B] [--min-time S] [--max-iters I] [--warmup W]
-//                  [--threads T] [--impls a,b,...] [--json FILE] [--csv FILE]
-//                  [--glibc-malloc-defaults] [--busy-core[=CPU]]
+//                  [--threads T,T,...] [--rounds R] [--impls a,b,...] [--json FILE]
+//                  [--csv FILE] [--glibc-malloc-defaults] [--busy-core[=CPU]]
 //
 // Workload (the reference experiments): labels in {0, 1} (int64, half
 // positive), K = N / 10, half positives, features [.., N, 16] float32, the
@@ -12,11 +12,28 @@
 // N = 1e3..1e6, batches of 32 with N = 1e3..1e5; --device cuda adds N = 1e7 and
 // B = 32 x N = 1e6, and CUDA-graph-captured variants of the static samplers.
 //
-// All implementations run with the same number of CPU threads (--threads;
-// default: every CPU). Every implementation is warmed up, then timed call by call (device events on
-// CUDA) until --min-time has passed or --max-iters calls were made; the table
+// Implementations (--impls): naive, topk, syncfree (balanced_sample_gather),
+// syncfree-indices (balanced_sample alone), stratified
+// (stratified_sample_gather with two classes, quotas K/2 and K/2 and fill:
+// the same quotas on the same rows), floor (the least any sampler must do:
+// count_nonzero over all the labels, then index_select of K random feature
+// rows per row, the random indices drawn before timing; count_nonzero
+// without a dim, ATen's fastest read of the labels: with dim=-1, per row, it
+// takes about 4x as long in torch 2.13), index-select (that
+// index_select alone), and on CUDA topk-graph and syncfree-graph. Defaults:
+// on the CPU all but the graph variants; on CUDA naive, topk, syncfree and
+// the two graph variants.
+//
+// Every configuration runs with each thread count of --threads (default on
+// the CPU: 1, then every CPU; on CUDA: every CPU), all implementations with
+// the same count. Every implementation is warmed up, then timed call by call
+// (device events on CUDA) in --rounds rounds (default 3): in each round every
+// implementation in turn is timed until --min-time / rounds has passed or
+// --max-iters / rounds calls were made, and the rounds' calls are pooled, so
+// that a slow spell of a shared machine falls on all of them. The table
 // gives the median, the 10th..90th percentile spread, the 99th percentile and
 // the maximum, the speedup over the naive sampler measured in the same run, the
+// time over the floor's measured in the same run (vs floor), the
 // host syncs per call (counted on CUDA with the sync debug mode; n/a on the
 // CPU), the achieved bandwidth: the bytes that must move (labels read, features
 // of the sample read, sampled features, labels, indices and mask written) over
@@ -47,7 +64,9 @@
 //
 // This file is the command line and the run loop; timing.h times the calls,
 // load.h accounts for the machine's load and runs the busy process, and
-// report.h prints the table and writes the JSON and CSV files.
+// report.h prints the tables (the second: syncfree against the floor, its
+// gather part against index_select, stratified against syncfree, per thread
+// count) and writes the JSON and CSV files.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <malloc.h>
@@ -90,8 +109,9 @@ namespace {
   std::fprintf(stderr, "%s: %s\n", argv0, why.c_str());
   std::fprintf(stderr,
                "usage: %s [--device cpu|cuda] [--sizes N,..] [--batch-sizes N,..] [--batch B]\n"
-               "       [--min-time S] [--max-iters I] [--warmup W] [--threads T]\n"
-               "       [--impls naive,topk,syncfree,syncfree-indices,topk-graph,syncfree-graph]\n"
+               "       [--min-time S] [--max-iters I] [--warmup W] [--threads T,..] [--rounds R]\n"
+               "       [--impls naive,topk,syncfree,syncfree-indices,stratified,floor,\n"
+               "                index-select,topk-graph,syncfree-graph]\n"
                "       [--json FILE] [--csv FILE] [--glibc-malloc-defaults] [--busy-core[=CPU]]\n",
                argv0);
   std::exit(2);
@@ -144,7 +164,10 @@ Options parse(int argc, char** argv) {
     } else if (a == "--warmup") {
       o.warmup = std::atoll(value(i).c_str());
     } else if (a == "--threads") {
-      o.threads = static_cast<int>(parse_size(argv[0], value(i)));
+      o.threads.clear();
+      for (const auto& t : split(value(i))) o.threads.push_back(static_cast<int>(parse_size(argv[0], t)));
+    } else if (a == "--rounds") {
+      o.rounds = parse_size(argv[0], value(i));
     } else if (a == "--impls") {
       o.impls = split(value(i));
     } else if (a == "--json") {
@@ -168,8 +191,9 @@ Options parse(int argc, char** argv) {
     }
   }
   for (const std::string& impl : o.impls) {
-    static const char* const known[] = {"naive",           "topk",       "syncfree",
-                                        "syncfree-indices", "topk-graph", "syncfree-graph"};
+    static const char* const known[] = {"naive",      "topk",         "syncfree",
+                                        "syncfree-indices", "stratified", "floor",
+                                        "index-select", "topk-graph", "syncfree-graph"};
     if (std::find(std::begin(known), std::end(known), impl) == std::end(known))
       usage(argv[0], "unknown implementation " + impl);
   }
@@ -182,9 +206,20 @@ Options parse(int argc, char** argv) {
     o.batch_sizes = {1000, 10000, 100000};
     if (cuda) o.batch_sizes.push_back(1000000);
   }
-  if (cuda && o.impls == std::vector<std::string>{"naive", "topk", "syncfree"}) {
-    o.impls.push_back("topk-graph");
-    o.impls.push_back("syncfree-graph");
+  if (o.impls.empty()) {
+    o.impls = {"naive", "topk", "syncfree"};
+    if (cuda) {
+      o.impls.push_back("topk-graph");
+      o.impls.push_back("syncfree-graph");
+    } else {
+      for (const char* impl : {"syncfree-indices", "stratified", "floor", "index-select"})
+        o.impls.push_back(impl);
+    }
+  }
+  if (o.threads.empty()) {
+    const int all = static_cast<int>(std::thread::hardware_concurrency());
+    if (!cuda && all > 1) o.threads.push_back(1);
+    o.threads.push_back(all);
   }
   return o;
 }
@@ -209,19 +244,32 @@ std::vector<Result> run_config(const Options& o, int64_t batch, int64_t n,
   const at::Tensor features = at::randn(fshape, at::TensorOptions(device).dtype(at::kFloat));
   const double bytes = min_bytes(rows, n, k);
   const double copy = copy_ms(labels, bytes, cuda, o);
+  // The floor's random rows: K per row, drawn once, as flat row numbers of
+  // features viewed as [rows * N, F].
+  const auto index_opts = at::TensorOptions(device).dtype(at::kLong);
+  const at::Tensor flat_rows =
+      (at::randint(0, n, {rows, k}, index_opts) + at::arange(rows, index_opts).unsqueeze(1) * n)
+          .reshape({rows * k});
+  const at::Tensor flat_features = features.reshape({rows * n, kFeatureDim});
+  // stratified_sample_gather's quotas: K / 2 for each class, as balanced_sample's.
+  const at::Tensor class_quota = at::full({2}, k / 2, index_opts);
 
   std::vector<Result> cfg_results;
+  std::vector<std::function<void()>> fns;
+  std::vector<at::Tensor> keeps(o.impls.size());  // the last output of each, alive between calls
   const OtherLoad others(busy);
-  for (const std::string& impl : o.impls) {
+  for (size_t impl_i = 0; impl_i < o.impls.size(); ++impl_i) {
+    const std::string& impl = o.impls[impl_i];
     Result r;
     r.n = n;
     r.batch = rows;
     r.k = k;
+    r.threads = at::get_num_threads();
     r.impl = impl;
     r.bytes = bytes;
     r.copy_ms = copy;
     std::function<void()> fn;
-    at::Tensor keep;  // keeps the last output alive between calls
+    at::Tensor& keep = keeps[impl_i];
     if (impl == "naive") {
       fn = [&] {
         keep = (batch == 0 ? syncfree::baselines::naive_sample(features, labels, k)
@@ -234,6 +282,17 @@ std::vector<Result> run_config(const Options& o, int64_t batch, int64_t n,
       fn = [&] { keep = std::get<0>(syncfree::balanced_sample_gather(features, labels, k)); };
     } else if (impl == "syncfree-indices") {  // sampling alone, no gather
       fn = [&] { keep = std::get<0>(syncfree::balanced_sample(labels, k)); };
+    } else if (impl == "stratified") {
+      fn = [&] {
+        keep = std::get<0>(syncfree::stratified_sample_gather(features, labels, k, class_quota));
+      };
+    } else if (impl == "floor") {  // count the labels, gather K random rows per row
+      fn = [&] {
+        keep = at::count_nonzero(labels);  // one reduction: 4x faster than per row (dim=-1)
+        keep = flat_features.index_select(0, flat_rows);
+      };
+    } else if (impl == "index-select") {
+      fn = [&] { keep = flat_features.index_select(0, flat_rows); };
     } else if (impl == "topk-graph" || impl == "syncfree-graph") {
       if (!cuda) {
         r.supported = false;
@@ -266,27 +325,47 @@ std::vector<Result> run_config(const Options& o, int64_t batch, int64_t n,
 #endif
     if (r.supported) {
       for (int64_t i = 0; i < o.warmup; ++i) fn();
-      const std::vector<double> ms = Timer(cuda).run(fn, o);
-      r.iters = static_cast<int64_t>(ms.size());
-      r.median_ms = percentile(ms, 0.5);
-      r.p10_ms = percentile(ms, 0.1);
-      r.p90_ms = percentile(ms, 0.9);
-      r.p99_ms = percentile(ms, 0.99);
-      r.max_ms = *std::max_element(ms.begin(), ms.end());
-#ifdef SYNCFREE_BENCH_CUDA
-      if (cuda) r.syncs_per_call = count_syncs(fn, 3);
-#endif
     }
+    fns.push_back(fn);
     cfg_results.push_back(r);
+  }
+  // Rounds: every implementation in turn, each round a share of the time.
+  Options share = o;
+  share.min_time = o.min_time / static_cast<double>(o.rounds);
+  share.max_iters = std::max<int64_t>(1, o.max_iters / o.rounds);
+  std::vector<std::vector<double>> times(o.impls.size());
+  for (int64_t round = 0; round < o.rounds; ++round) {
+    for (size_t i = 0; i < o.impls.size(); ++i) {
+      if (!cfg_results[i].supported) continue;
+      const std::vector<double> ms = Timer(cuda).run(fns[i], share);
+      times[i].insert(times[i].end(), ms.begin(), ms.end());
+    }
+  }
+  for (size_t i = 0; i < o.impls.size(); ++i) {
+    Result& r = cfg_results[i];
+    if (!r.supported) continue;
+    const std::vector<double>& ms = times[i];
+    r.iters = static_cast<int64_t>(ms.size());
+    r.median_ms = percentile(ms, 0.5);
+    r.p10_ms = percentile(ms, 0.1);
+    r.p90_ms = percentile(ms, 0.9);
+    r.p99_ms = percentile(ms, 0.99);
+    r.max_ms = *std::max_element(ms.begin(), ms.end());
+#ifdef SYNCFREE_BENCH_CUDA
+    if (cuda) r.syncs_per_call = count_syncs(fns[i], 3);
+#endif
   }
   // Over the whole configuration: /proc/stat counts in clock ticks (10 ms).
   const double other_cpus = others.other_cpus();
   for (Result& r : cfg_results) r.other_cpus = other_cpus;
-  double naive_ms = 0;
-  for (const Result& r : cfg_results)
+  double naive_ms = 0, floor_ms = 0;
+  for (const Result& r : cfg_results) {
     if (r.impl == "naive" && r.supported) naive_ms = r.median_ms;
+    if (r.impl == "floor" && r.supported) floor_ms = r.median_ms;
+  }
   for (Result& r : cfg_results) {
     if (r.supported && naive_ms > 0) r.speedup = naive_ms / r.median_ms;
+    if (r.supported && floor_ms > 0) r.vs_floor = r.median_ms / floor_ms;
   }
   return cfg_results;
 }
@@ -321,11 +400,10 @@ int main(int argc, char** argv) {
     mallopt(M_MMAP_THRESHOLD, 1 << 30);
     mallopt(M_TRIM_THRESHOLD, -1);
   }
-  // All implementations share one thread count: every CPU by default.
-  at::set_num_threads(o.threads > 0 ? o.threads
-                                    : static_cast<int>(std::thread::hardware_concurrency()));
+  // All implementations of a configuration share one thread count; the load
+  // tests take the largest of the run.
   const at::Device device(cuda ? at::kCUDA : at::kCPU);
-  const int threads = at::get_num_threads();
+  const int threads = *std::max_element(o.threads.begin(), o.threads.end());
   // Others loading the machine by more than half a CPU beyond what the
   // benchmark's threads leave free slow it down.
   load.threshold = std::max(0, load.cpus - threads) + 0.5;
@@ -337,9 +415,12 @@ int main(int argc, char** argv) {
   std::vector<std::pair<int64_t, int64_t>> configs;  // (batch, n); batch 0 = single row
   for (int64_t n : o.sizes) configs.push_back({0, n});
   for (int64_t n : o.batch_sizes) configs.push_back({o.batch, n});
-  for (const auto& cfg : configs) {
-    for (const Result& r : run_config(o, cfg.first, cfg.second, device, busy.get(), argv[0]))
-      results.push_back(r);
+  for (int t : o.threads) {
+    at::set_num_threads(t);
+    for (const auto& cfg : configs) {
+      for (const Result& r : run_config(o, cfg.first, cfg.second, device, busy.get(), argv[0]))
+        results.push_back(r);
+    }
   }
 
   if (busy && !busy->running()) {
@@ -351,6 +432,7 @@ int main(int argc, char** argv) {
   load.loaded_end = load.end.known() && load.end.min1 - load.own > load.threshold;
 
   print_table(results);
+  print_floor_table(results);
   const std::string busy_configs = loaded_configs(results);
   print_footer(load, threads, o.busy, busy_configs);
   load.loaded_configs = !busy_configs.empty();

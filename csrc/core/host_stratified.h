@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "host_sampler.h"
@@ -15,6 +16,74 @@
 
 namespace syncfree {
 namespace core {
+
+#ifdef SYNCFREE_HAVE_AVX512_PATH
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// Few classes (kVectorClasses at most), contiguous int64 or int32 labels,
+// 32-bit positions: the two passes of stratified_row over the labels with
+// AVX-512 (F, BW, VL), 16 labels at a time, one comparison per class.
+constexpr int64_t kVectorClasses = 4;
+
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl,popcnt"))) inline __mmask16 class_mask_avx512(
+    const T* labels, int64_t c) {
+  if constexpr (std::is_same<T, int64_t>::value) {
+    const __m512i cv = _mm512_set1_epi64(c);
+    return _mm512_kunpackb(_mm512_cmpeq_epi64_mask(_mm512_loadu_si512(labels + 8), cv),
+                           _mm512_cmpeq_epi64_mask(_mm512_loadu_si512(labels), cv));
+  } else {
+    return _mm512_cmpeq_epi32_mask(_mm512_loadu_si512(labels),
+                                   _mm512_set1_epi32(static_cast<int32_t>(c)));
+  }
+}
+
+// counts[0..C] of labels[0, n): classes 0..C-1, then the labels of no class.
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl,popcnt"))) inline void count_classes_avx512(
+    const T* labels, int64_t n, int64_t C, int64_t* counts) {
+  int64_t sum = 0;
+  for (int64_t c = 0; c < C; ++c) {
+    int64_t count = 0;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) count += __builtin_popcount(class_mask_avx512(labels + i, c));
+    for (; i < n; ++i) count += stratum_bucket(labels[i], C) == c;
+    counts[c] = count;
+    sum += count;
+  }
+  counts[C] = n - sum;
+}
+
+// The stable sort of stratified_row for classes 0..C-1: the position of
+// each label of class c goes to order[cursor[c]++], in increasing order (one
+// vpcompressd and one masked store per class and 16 labels); the labels of no
+// class are not written (stratified_row never reads them).
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl,popcnt"))) inline void sort_classes_avx512(
+    const T* labels, int64_t n, int64_t C, int64_t* cursor, int32_t* order) {
+  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512i at = _mm512_add_epi32(iota, _mm512_set1_epi32(static_cast<int32_t>(i)));
+    for (int64_t c = 0; c < C; ++c) {
+      const __mmask16 m = class_mask_avx512(labels + i, c);
+      const int count = __builtin_popcount(m);
+      _mm512_mask_storeu_epi32(order + cursor[c], static_cast<__mmask16>((1u << count) - 1),
+                               _mm512_maskz_compress_epi32(m, at));
+      cursor[c] += count;
+    }
+  }
+  for (; i < n; ++i) {
+    const int64_t c = stratum_bucket(labels[i], C);
+    if (c < C) order[cursor[c]++] = static_cast<int32_t>(i);
+  }
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
 
 // Workspace of one row, in int64 words, for n labels, k slots and c classes:
 // the row sorted by class (n indices of type Index, rounded up to words),
@@ -46,9 +115,43 @@ void stratified_row(const T* labels, int64_t stride, int64_t n, const int64_t* q
   int64_t* group_slot = slot_pos + slots_max;
   int64_t* group_pos = group_slot + slots_max;
 
-  // 1. Class counts; labels of no class land in the extra bucket C.
+  // 1. Class counts; labels of no class land in the extra bucket C. With
+  // few classes, contiguous rows are cut into kSegments segments counted
+  // (and sorted, below) side by side, each into counters of its own: four
+  // independent chains of increments instead of one, where consecutive
+  // labels of one class would wait on each other's counter.
+  constexpr int64_t kSegments = 4;
+  constexpr int64_t kMaxSegmentBuckets = 64;
+  const bool segmented = stride == 1 && C + 1 <= kMaxSegmentBuckets && n >= 4 * kSegments;
+  const int64_t seg_len = n / kSegments;  // the last segment also takes the n % kSegments after
+  int64_t seg_counts[kSegments][kMaxSegmentBuckets];
+  // Few classes and AVX-512: both passes vectorized instead.
+  bool vectorized = false;
+#ifdef SYNCFREE_HAVE_AVX512_PATH
+  if constexpr (std::is_same<Index, int32_t>::value &&
+                (std::is_same<T, int64_t>::value || std::is_same<T, int32_t>::value)) {
+    vectorized = stride == 1 && C <= kVectorClasses && simd_path() == SimdPath::kAvx512;
+  }
+#endif
   std::fill(counts, counts + C + 1, int64_t{0});
-  if (stride == 1) {
+  if (vectorized) {
+#ifdef SYNCFREE_HAVE_AVX512_PATH
+    if constexpr (std::is_same<Index, int32_t>::value &&
+                  (std::is_same<T, int64_t>::value || std::is_same<T, int32_t>::value)) {
+      count_classes_avx512(labels, n, C, counts);
+    }
+#endif
+  } else if (segmented) {
+    for (int64_t j = 0; j < kSegments; ++j) std::fill(seg_counts[j], seg_counts[j] + C + 1, int64_t{0});
+    for (int64_t i = 0; i < seg_len; ++i) {
+      for (int64_t j = 0; j < kSegments; ++j) ++seg_counts[j][stratum_bucket(labels[j * seg_len + i], C)];
+    }
+    for (int64_t i = kSegments * seg_len; i < n; ++i)
+      ++seg_counts[kSegments - 1][stratum_bucket(labels[i], C)];
+    for (int64_t j = 0; j < kSegments; ++j) {
+      for (int64_t c = 0; c <= C; ++c) counts[c] += seg_counts[j][c];
+    }
+  } else if (stride == 1) {
     for (int64_t i = 0; i < n; ++i) ++counts[stratum_bucket(labels[i], C)];
   } else {
     for (int64_t i = 0; i < n; ++i) ++counts[stratum_bucket(labels[i * stride], C)];
@@ -60,7 +163,32 @@ void stratified_row(const T* labels, int64_t stride, int64_t n, const int64_t* q
     // 2. The row sorted by class, order preserved (a counting sort); the
     // elements of no class go after all classes.
     for (int64_t c = 0; c <= C; ++c) counts[c] = take_prefix[c] + left_prefix[c];
-    if (stride == 1) {
+    if (vectorized) {
+#ifdef SYNCFREE_HAVE_AVX512_PATH
+      if constexpr (std::is_same<Index, int32_t>::value &&
+                    (std::is_same<T, int64_t>::value || std::is_same<T, int32_t>::value)) {
+        sort_classes_avx512(labels, n, C, counts, order);
+      }
+#endif
+    } else if (segmented) {
+      // Segment j of class c starts after the class's elements in segments < j.
+      for (int64_t c = 0; c <= C; ++c) {
+        int64_t start = counts[c];
+        for (int64_t j = 0; j < kSegments; ++j) {
+          const int64_t count = seg_counts[j][c];
+          seg_counts[j][c] = start;
+          start += count;
+        }
+      }
+      for (int64_t i = 0; i < seg_len; ++i) {
+        for (int64_t j = 0; j < kSegments; ++j) {
+          const int64_t at = j * seg_len + i;
+          order[seg_counts[j][stratum_bucket(labels[at], C)]++] = static_cast<Index>(at);
+        }
+      }
+      for (int64_t i = kSegments * seg_len; i < n; ++i)
+        order[seg_counts[kSegments - 1][stratum_bucket(labels[i], C)]++] = static_cast<Index>(i);
+    } else if (stride == 1) {
       for (int64_t i = 0; i < n; ++i)
         order[counts[stratum_bucket(labels[i], C)]++] = static_cast<Index>(i);
     } else {

@@ -115,7 +115,7 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
         const int64_t c = u % chunks;
         const int64_t start = c * core::kChunk;
         const int64_t len = std::min(core::kChunk, n - start);
-        core::compact_chunk(data + row_offset(labels, r) + start * stride, stride, len,
+        core::compact_chunk_host(data + row_offset(labels, r) + start * stride, stride, len,
                             negative_label, work + r * n + start,
                             &pos_prefix[r * prefix_len + c + 1],
                             &neg_prefix[r * prefix_len + c + 1]);

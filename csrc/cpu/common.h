@@ -50,7 +50,11 @@ void draw_seed(const char* op, const c10::optional<int64_t>& seed,
 // Work estimates are in units of about one label compacted (about 1 ns on the
 // benchmark machine; measured on one thread: compaction 1.0 ns per label, the
 // slots 10 to 14 ns each, the gather of 64-byte feature rows 4 to 7 ns per
-// slot while the features fit in the caches, up to 25 ns beyond).
+// slot while the features fit in the caches, up to 25 ns beyond). The
+// AVX-512 paths (core/host_sampler.h) have since made compaction of int64
+// labels about 0.45 ns per label and a slot 10 to 12 ns; the units and
+// kParallelWork were not re-tuned for them (a two-thread crossover could not
+// be measured on the loaded benchmark machine: docs/benchmarks.md).
 //
 // A phase runs in parallel only when it holds more than kParallelWork, so
 // that every task gets at least half of it: at::parallel_for runs a range of

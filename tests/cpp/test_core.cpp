@@ -519,3 +519,220 @@ TEST(Stratified, KeysDifferFromBalancedSampleKeys) {
   std::set<uint64_t> distinct(std::begin(keys), std::end(keys));
   EXPECT_EQ(distinct.size(), 6u);
 }
+
+// --- the vector paths (AVX2, AVX-512) against the scalar one -------------------------
+
+// Runs body(path) for every path this CPU has (the scalar one first), with
+// the batched evaluations limited to that path; restores the limit after.
+template <typename Body>
+void for_each_simd_path(const Body& body) {
+  const int saved = simd_path_limit().load();
+  for (int path = 0; path <= static_cast<int>(cpu_simd_path()); ++path) {
+    simd_path_limit() = path;
+    body(static_cast<SimdPath>(path));
+  }
+  simd_path_limit() = saved;
+}
+
+TEST(SimdPaths, TheLimitSelectsThePath) {
+  for_each_simd_path([](SimdPath path) { EXPECT_EQ(simd_path(), path); });
+  EXPECT_EQ(simd_path(), cpu_simd_path());
+}
+
+TEST(SimdPaths, FeistelPassEqualsTheScalarNetworkOnEveryPath) {
+  // Every count (ragged tails of 4 and 8 lanes included) and domain width
+  // (halves of 4 to 32 bits, odd and even widths), many keys.
+  std::mt19937_64 rng(31);
+  for (int64_t n : {int64_t{129}, int64_t{200}, int64_t{256}, int64_t{257}, int64_t{1000},
+                    int64_t{65537}, (int64_t{1} << 20) + 3, (int64_t{1} << 31) + 11,
+                    (int64_t{1} << 40) + 1, INT64_MAX}) {
+    for (int key = 0; key < 20; ++key) {
+      const Permutation perm(rng(), n);
+      const uint64_t domain_mask =
+          perm.domain_bits() >= 64 ? ~uint64_t{0} : (uint64_t{1} << perm.domain_bits()) - 1;
+      for (int64_t count : {0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 255, 256, 1003}) {
+        std::vector<int64_t> values(static_cast<size_t>(count));
+        for (auto& v : values) v = static_cast<int64_t>(rng() & domain_mask);
+        for_each_simd_path([&](SimdPath path) {
+          std::vector<int64_t> got = values;
+          feistel_pass(perm, got.data(), count, path);
+          for (int64_t i = 0; i < count; ++i)
+            ASSERT_EQ(static_cast<uint64_t>(got[static_cast<size_t>(i)]),
+                      perm.feistel(static_cast<uint64_t>(values[static_cast<size_t>(i)])))
+                << "path " << static_cast<int>(path) << ", n " << n << ", count " << count;
+        });
+      }
+    }
+  }
+}
+
+TEST(SimdPaths, SamplesAreTheSameOnEveryPath) {
+  // balanced_sample's serial reference (the CPU backend's batched code) on
+  // every path against the scalar path, and stratified_row (the CPU
+  // backend's batched row) on every path against the slot-by-slot
+  // reference, over many seeds, edge sizes (N = 0, 1, 2, 129, K > N) and
+  // rows longer than a chunk.
+  std::mt19937_64 rng(37);
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{2}, int64_t{129}, int64_t{1000},
+                    int64_t{5003}, kChunk + 7}) {
+    const int64_t rows = 2;
+    std::vector<int64_t> labels(static_cast<size_t>(rows * n));
+    for (auto& v : labels) v = static_cast<int64_t>(rng() % 4) - 1;
+    for (int64_t k : {int64_t{1}, n / 10 + 1, n / 2 + 3, n, n + 9}) {
+      for (int seed = 0; seed < 6; ++seed) {
+        BalancedParams p;
+        p.num_samples = k;
+        p.positive_fraction = seed % 2 ? 0.5 : 0.3;
+        p.fill_positives = seed % 3 != 0;
+        p.seed = rng();
+        StratifiedParams sp;
+        sp.num_samples = k;
+        sp.num_classes = 3;
+        sp.fill = seed % 2 == 0;
+        sp.seed = p.seed;
+        const std::vector<int64_t> quota = {k / 3, k / 4 + 1, k};
+        std::vector<int64_t> want;
+        std::vector<int64_t> want_strat(static_cast<size_t>(rows * k));
+        std::unique_ptr<bool[]> strat_valid(new bool[static_cast<size_t>(rows * k) + 1]);
+        stratified_rows_serial(labels.data(), rows, n, quota.data(), 0, sp, want_strat.data(),
+                               strat_valid.get());
+        std::vector<int64_t> work(
+            static_cast<size_t>(stratified_workspace_words<int32_t>(n, k, sp.num_classes)));
+        for_each_simd_path([&](SimdPath path) {
+          std::vector<int64_t> indices(static_cast<size_t>(rows * k));
+          std::unique_ptr<bool[]> valid(new bool[static_cast<size_t>(rows * k) + 1]);
+          sample_rows_serial(labels.data(), rows, n, p, indices.data(), valid.get());
+          if (path == SimdPath::kScalar) {
+            want = indices;
+          } else {
+            ASSERT_EQ(indices, want) << "path " << static_cast<int>(path) << ", n " << n;
+          }
+          std::vector<int64_t> strat(static_cast<size_t>(rows * k));
+          for (int64_t r = 0; r < rows; ++r)
+            stratified_row<int32_t>(labels.data() + r * n, 1, n, quota.data(), sp, r,
+                                    work.data(), strat.data() + r * k, valid.get() + r * k);
+          ASSERT_EQ(strat, want_strat) << "path " << static_cast<int>(path) << ", n " << n;
+        });
+      }
+    }
+  }
+}
+
+template <typename T>
+void check_compaction_on_every_path(uint64_t seed) {
+  // compact_chunk_host on every path against compact_chunk (the scalar
+  // loop): the same counts and the same entries in each class's range, for
+  // every length up to 70 (ragged tails of 16 labels), a few long ones, all
+  // one class, none of either, and negative labels other than 0.
+  std::mt19937_64 rng(seed);
+  std::vector<int64_t> lengths;
+  for (int64_t len = 0; len <= 70; ++len) lengths.push_back(len);
+  for (int64_t len : {int64_t{1000}, int64_t{4099}, kChunk}) lengths.push_back(len);
+  for (int64_t len : lengths) {
+    for (int mode = 0; mode < 5; ++mode) {
+      const int64_t negative_label = mode == 4 ? 3 : 0;
+      std::vector<T> labels(static_cast<size_t>(len));
+      for (auto& v : labels) {
+        const int64_t r = static_cast<int64_t>(rng() % 5) - 1;  // -1 .. 3
+        v = static_cast<T>(mode == 1 ? 1 : mode == 2 ? 0 : mode == 3 ? -1 : r);
+      }
+      std::vector<uint16_t> want(static_cast<size_t>(len) + 1), got(want.size());
+      int64_t want_p = -1, want_q = -1;
+      compact_chunk(labels.data(), 1, len, negative_label, want.data(), &want_p, &want_q);
+      for_each_simd_path([&](SimdPath path) {
+        int64_t p = -1, q = -1;
+        compact_chunk_host(labels.data(), 1, len, negative_label, got.data(), &p, &q, path);
+        ASSERT_EQ(p, want_p) << "path " << static_cast<int>(path) << ", len " << len;
+        ASSERT_EQ(q, want_q) << "path " << static_cast<int>(path) << ", len " << len;
+        for (int64_t j = 0; j < p; ++j) ASSERT_EQ(got[static_cast<size_t>(j)], want[static_cast<size_t>(j)]);
+        for (int64_t j = len - q; j < len; ++j)
+          ASSERT_EQ(got[static_cast<size_t>(j)], want[static_cast<size_t>(j)]);
+      });
+    }
+  }
+}
+
+TEST(SimdPaths, CompactionIsTheSameOnEveryPath) {
+  check_compaction_on_every_path<int64_t>(41);
+  check_compaction_on_every_path<int32_t>(43);
+  check_compaction_on_every_path<int16_t>(47);  // no vector path: the scalar loop
+  // int32 labels with a negative_label beyond int32: no label is negative.
+  std::vector<int32_t> labels(40, 5);
+  std::vector<uint16_t> work(40);
+  for_each_simd_path([&](SimdPath path) {
+    int64_t p = -1, q = -1;
+    compact_chunk_host(labels.data(), 1, 40, int64_t{1} << 40, work.data(), &p, &q, path);
+    EXPECT_EQ(p, 40);
+    EXPECT_EQ(q, 0);
+  });
+}
+
+TEST(SimdPaths, CycleWalkingIsTheSameOnEveryPath) {
+  // HostPermutation::apply (a pass over a batch, then the values outside
+  // [0, n) packed and passed again) on every path against
+  // Permutation::operator(), over domains just above a power of two (about
+  // half the values walk) and just below, batches of every tail length.
+  std::mt19937_64 rng(53);
+  for (int64_t n : {int64_t{129}, int64_t{255}, int64_t{257}, int64_t{4097}, int64_t{65535},
+                    (int64_t{1} << 33) + 1, INT64_MAX}) {
+    for (int key = 0; key < 10; ++key) {
+      const Permutation perm(rng(), n);
+      const HostPermutation host(perm);
+      for (int64_t count : {0, 1, 7, 8, 9, 17, 255, 256, 257, 700}) {
+        std::vector<int64_t> values(static_cast<size_t>(count));
+        for (auto& v : values) v = static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
+        for_each_simd_path([&](SimdPath path) {
+          std::vector<int64_t> got = values;
+          host.apply(got.data(), count);
+          for (int64_t i = 0; i < count; ++i)
+            ASSERT_EQ(got[static_cast<size_t>(i)], perm(values[static_cast<size_t>(i)]))
+                << "path " << static_cast<int>(path) << ", n " << n << ", count " << count;
+        });
+      }
+    }
+  }
+}
+
+template <typename T>
+void check_stratified_rows_on_every_path(uint64_t seed) {
+  // stratified_row on every path (AVX-512 counts and sorts rows of at most
+  // kVectorClasses classes) against the slot-by-slot reference: 1 to 5
+  // classes, labels of no class (-1 and C) included, lengths with every
+  // tail of 16, K up to beyond N.
+  std::mt19937_64 rng(seed);
+  for (int64_t C : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{5}}) {
+    for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{33},
+                      int64_t{1000}, int64_t{4099}}) {
+      std::vector<T> labels(static_cast<size_t>(n));
+      for (auto& v : labels) v = static_cast<T>(static_cast<int64_t>(rng() % (C + 2)) - 1);
+      for (int64_t k : {int64_t{1}, n / 5 + 1, n + 3}) {
+        for (bool fill : {false, true}) {
+          StratifiedParams sp;
+          sp.num_samples = k;
+          sp.num_classes = C;
+          sp.fill = fill;
+          sp.seed = rng();
+          std::vector<int64_t> quota(static_cast<size_t>(C));
+          for (auto& q : quota) q = static_cast<int64_t>(rng() % static_cast<uint64_t>(k + 1));
+          std::vector<int64_t> want(static_cast<size_t>(k));
+          std::unique_ptr<bool[]> valid(new bool[static_cast<size_t>(k) + 1]);
+          stratified_rows_serial(labels.data(), 1, n, quota.data(), 0, sp, want.data(),
+                                 valid.get());
+          std::vector<int64_t> work(static_cast<size_t>(stratified_workspace_words<int32_t>(n, k, C)));
+          for_each_simd_path([&](SimdPath path) {
+            std::vector<int64_t> got(static_cast<size_t>(k));
+            stratified_row<int32_t>(labels.data(), 1, n, quota.data(), sp, 0, work.data(),
+                                    got.data(), valid.get());
+            ASSERT_EQ(got, want) << "path " << static_cast<int>(path) << ", C " << C << ", n "
+                                 << n << ", k " << k;
+          });
+        }
+      }
+    }
+  }
+}
+
+TEST(SimdPaths, StratifiedRowsAreTheSameOnEveryPath) {
+  check_stratified_rows_on_every_path<int64_t>(59);
+  check_stratified_rows_on_every_path<int32_t>(61);
+}
