@@ -412,9 +412,11 @@ if want bench; then
   # and 800x800; the static step under the sync debug mode, and the graph's
   # replay against eager. Its JSON is the sixth file of $OUT.
   name="benchmark detection (cuda, torchvision vs static step)"
+  no_vision=0
   if [ $REHEARSE = 1 ]; then not_run "$name"
   elif ! grep -q "^torchvision: found" "$LOGS/machine.txt"; then
     record "$name" NOT-FOUND "torchvision is not installed for $PY"
+    no_vision=1
   elif begin "$name" 60 180; then
     run_timed bench-detection.log "$step_limit" "${pyenv[@]}" "$PY" bench/detection_bench.py --device cuda \
       --model fasterrcnn_mobilenet_v3_large_fpn --batch-sizes 2,8 --image-sizes 512,800 \
@@ -432,6 +434,7 @@ if want bench; then
       speed) name="detection step: graphed >= 1.5x torchvision" ;;
     esac
     if [ $REHEARSE = 1 ]; then not_run "$name"; continue; fi
+    if [ $no_vision = 1 ]; then record "$name" NOT-FOUND "torchvision is not installed for $PY"; continue; fi
     begin "$name" 2 30 || continue
     run_timed "detection-$aspect.log" "$step_limit" "$PY" scripts/device_report.py detection "$aspect" \
       "$LOGS/bench-gpu-detection.json"

@@ -30,13 +30,15 @@ def sf_tv():
 # ---- the whole step against torchvision
 
 
+@pytest.mark.parametrize("autocast", [False, True], ids=["float32", "autocast-bfloat16"])
 @pytest.mark.parametrize("kind, batch_norm_head", [("faster", False), ("faster", True), ("mask", False)])
-def test_training_losses_equal_torchvision_with_deterministic_sampling(tv, kind, batch_norm_head):
+def test_training_losses_equal_torchvision_with_deterministic_sampling(tv, kind, batch_norm_head, autocast):
     model = tiny_model(kind, batch_norm_head)
     static = sf_tv().make_static(model, (H, W), G)
     images, targets = make_batch(1, [3, 5, 0], masks=kind == "mask")
     take_everything(model, images, G)
-    ref, got, ref_state, got_state = training_losses(model, static, images, targets, G)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+        ref, got, ref_state, got_state = training_losses(model, static, images, targets, G)
     assert_losses_equal(ref, got)
     # Batch norm in the box head: the running statistics of the valid RoIs only.
     for key in ref_state:
@@ -200,6 +202,14 @@ def test_masked_batch_norm_equals_batch_norm_on_the_valid_rows():
         torch.testing.assert_close(bn.running_mean, ref_bn.running_mean)
         torch.testing.assert_close(bn.running_var, ref_bn.running_var)
         assert int(bn.num_batches_tracked) == int(ref_bn.num_batches_tracked) == 2
+    # float16 (autocast): statistics in float32, as torch's batch norm computes them, even where
+    # the number of values exceeds float16's range (65504).
+    x16 = torch.randn(1536, 4, 7, 7, generator=gen).half()
+    many = torch.ones(1536, dtype=torch.bool)
+    ref = nn.BatchNorm2d(4).train()(x16.float())
+    got = _masked_batch_norm(nn.BatchNorm2d(4).train(), x16, many)
+    assert got.dtype == torch.float16
+    torch.testing.assert_close(got.float(), ref, atol=2e-3, rtol=2e-3)
     # No valid row: the running statistics stay as they were.
     before = copy.deepcopy(bn.state_dict())
     _masked_batch_norm(bn, x, torch.zeros_like(valid))
@@ -371,3 +381,30 @@ def test_step_has_no_data_dependent_operator(tv, kind):
     with Record() as record:
         sum(model(list(images), targets).values()).backward()
     assert {"nonzero", "_local_scalar_dense", "lift_fresh"} <= record.seen
+
+
+def test_batch_norm_in_heads_follows_its_mode(tv):
+    """A head's batch norm frozen with ``.eval()`` inside a training model uses its
+    running statistics (torchvision's result); SyncBatchNorm in a head is refused."""
+    model = tiny_model("faster", batch_norm_head=True)
+    static = sf_tv().make_static(model, (H, W), G)
+    images, targets = make_batch(8, [2, 3], masks=False)
+    take_everything(model, images, G)
+    model.train()
+    for m in model.roi_heads.box_head.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.eval()
+            with torch.no_grad():
+                m.running_mean.uniform_(-0.1, 0.1)
+                m.running_var.uniform_(0.5, 2)
+    ref = model(list(images), copy.deepcopy(targets))
+    got = static(images, sf_tv().pad_targets(targets, G))
+    assert_losses_equal(ref, got)
+    for m in model.roi_heads.box_head.modules():
+        if isinstance(m, nn.BatchNorm2d):
+            m.train()
+    sync = nn.SyncBatchNorm.convert_sync_batchnorm(model.roi_heads.box_head)
+    model.roi_heads.box_head = sync
+    with pytest.raises(NotImplementedError, match="^syncfree.compat.torchvision.StaticRCNN: the box head has "
+                                                  "SyncBatchNorm"):
+        static(images, sf_tv().pad_targets(targets, G))

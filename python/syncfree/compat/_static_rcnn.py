@@ -193,36 +193,45 @@ def _roi_pool(pooler, features: Dict[str, Tensor], boxes: Tensor, image_size: Tu
 # Heads whose batch norm must see the valid RoIs only
 
 
-def _has_batch_norm(module: nn.Module) -> bool:
-    return any(isinstance(m, nn.modules.batchnorm._BatchNorm) for m in module.modules())
+def _batch_statistics(bn: nn.Module) -> bool:
+    """Whether ``bn`` normalizes with the statistics of its input (training mode,
+    or no running statistics), as ``nn.BatchNorm*`` decides."""
+    return isinstance(bn, nn.modules.batchnorm._BatchNorm) and (bn.training or bn.running_mean is None)
+
+
+def _needs_masking(module: nn.Module) -> bool:
+    return any(_batch_statistics(m) for m in module.modules())
 
 
 def _masked_batch_norm(bn: nn.modules.batchnorm._BatchNorm, x: Tensor, valid: Tensor) -> Tensor:
-    """Training-mode batch norm over the rows of ``x`` where ``valid`` holds:
-    the statistics, and the running statistics' update, of torchvision's call
-    on the valid rows alone."""
+    """Batch norm with the statistics of the rows of ``x`` where ``valid`` holds:
+    the output, and in training the running statistics' update, of torch's call
+    on the valid rows alone. The statistics are computed in float32 (at least)
+    and the output has ``x``'s dtype, as torch's batch norm does under autocast."""
+    dtype = torch.promote_types(x.dtype, torch.float32)
+    xf = x.to(dtype)
     dims = [0] + list(range(2, x.dim()))
     shape = [1, -1] + [1] * (x.dim() - 2)
-    weight = valid.to(x.dtype).view([-1] + [1] * (x.dim() - 1))
+    weight = valid.to(dtype).view([-1] + [1] * (x.dim() - 1))
     per_row = 1
     for s in x.shape[2:]:
         per_row *= s
     count = valid.sum() * per_row
-    denom = count.clamp(min=1).to(x.dtype)
-    mean = (x * weight).sum(dims) / denom
-    centered = x - mean.view(shape)
+    denom = count.clamp(min=1).to(dtype)
+    mean = (xf * weight).sum(dims) / denom
+    centered = xf - mean.view(shape)
     var = (centered * centered * weight).sum(dims) / denom
-    if bn.track_running_stats and bn.running_mean is not None and bn.running_var is not None:
+    if bn.training and bn.track_running_stats and bn.running_mean is not None and bn.running_var is not None:
         with torch.no_grad():
             if bn.num_batches_tracked is not None:
                 bn.num_batches_tracked.add_(1)
             if bn.momentum is None:  # a cumulative average
                 assert bn.num_batches_tracked is not None
-                momentum = 1.0 / bn.num_batches_tracked.to(x.dtype)
+                momentum = 1.0 / bn.num_batches_tracked.to(dtype)
             else:
                 momentum = bn.momentum
             any_valid = count > 0
-            unbiased = var * (count.to(x.dtype) / (count - 1).clamp(min=1).to(x.dtype))
+            unbiased = var * (count.to(dtype) / (count - 1).clamp(min=1).to(dtype))
             new_mean = bn.running_mean * (1 - momentum) + mean.detach() * momentum
             new_var = bn.running_var * (1 - momentum) + unbiased.detach() * momentum
             bn.running_mean.copy_(torch.where(any_valid, new_mean, bn.running_mean))
@@ -230,26 +239,33 @@ def _masked_batch_norm(bn: nn.modules.batchnorm._BatchNorm, x: Tensor, valid: Te
     out = centered / torch.sqrt(var + bn.eps).view(shape)
     if bn.affine:
         out = out * bn.weight.view(shape) + bn.bias.view(shape)
-    return out
+    return out.to(x.dtype)
 
 
 def _masked_forward(module: nn.Module, x: Tensor, valid: Tensor, role: str) -> Tensor:
-    if isinstance(module, nn.modules.batchnorm._BatchNorm):
+    if _batch_statistics(module):
+        if isinstance(module, nn.SyncBatchNorm):
+            raise NotImplementedError(
+                f"{_STATIC_MODEL}: the {role} has SyncBatchNorm; its statistics would have to be reduced "
+                "over the valid RoIs of every process, which is not supported (use BatchNorm2d, or a "
+                "frozen one, in the heads)")
         return _masked_batch_norm(module, x, valid)
     if isinstance(module, nn.Sequential):
         for child in module:
             x = _masked_forward(child, x, valid, role)
         return x
-    if _has_batch_norm(module):
+    if _needs_masking(module):
         raise NotImplementedError(
-            f"{_STATIC_MODEL}: the {role} has batch norm inside a {type(module).__name__}; training "
-            "needs batch norm over the valid RoIs only, supported in nn.Sequential heads")
+            f"{_STATIC_MODEL}: the {role} has batch norm inside a {type(module).__name__}; batch "
+            "statistics over the valid RoIs only are supported in nn.Sequential heads")
     return module(x)
 
 
 def _head(module: nn.Module, x: Tensor, valid: Tensor, role: str) -> Tensor:
-    """``module(x)``; in training, batch norm inside it sees only the valid rows."""
-    if module.training and _has_batch_norm(module):
+    """``module(x)``, where batch norm that normalizes with batch statistics sees
+    only the rows where ``valid`` holds (torchvision's heads see the valid RoIs
+    only)."""
+    if _needs_masking(module):
         return _masked_forward(module, x, valid, role)
     return module(x)
 
@@ -522,7 +538,9 @@ class StaticRCNN(nn.Module):
         losses: Dict[str, Tensor] = {}
         if self.training:
             assert targets is not None
-            gt_boxes = targets["boxes"].to(anchors.dtype)
+            gt_boxes = targets["boxes"]
+            # torchvision matches and encodes in the ground truth's dtype (float32 under autocast)
+            anchors = anchors.to(gt_boxes.dtype)
             gt_valid = targets["labels"] >= 0
             matches = _match(_box_iou(gt_boxes, anchors), gt_valid, rpn.proposal_matcher)
             labels = torch.where(matches >= 0, 1, torch.where(matches == -1, 0, -1)).to(torch.int8)
@@ -639,7 +657,8 @@ class StaticRCNN(nn.Module):
         heads = self.roi_heads
         b, m = proposals.shape[0], proposals.shape[1]
         pooled = _roi_pool(heads.box_roi_pool, features, proposals, self.image_size)
-        class_logits, box_regression = heads.box_predictor(heads.box_head(pooled))
+        class_logits, box_regression = heads.box_predictor(
+            _head(heads.box_head, pooled, proposal_valid.reshape(-1), "box head"))
         num_classes = class_logits.shape[-1]
         pred_boxes = _decode(heads.box_coder, box_regression, proposals.reshape(-1, 4))
         pred_boxes = pred_boxes.reshape(b * m, -1, 4)
@@ -663,7 +682,7 @@ class StaticRCNN(nn.Module):
         result = {"boxes": out_boxes, "scores": out_scores, "labels": out_labels, "valid": valid}
         if self.has_mask:
             pooled = _roi_pool(heads.mask_roi_pool, features, out_boxes, self.image_size)
-            logits = heads.mask_predictor(heads.mask_head(pooled))
+            logits = heads.mask_predictor(_head(heads.mask_head, pooled, valid.reshape(-1), "mask head"))
             n, size = logits.shape[0], logits.shape[-1]
             flat_labels = out_labels.reshape(-1)
             prob = logits.sigmoid().gather(1, flat_labels.view(n, 1, 1, 1).expand(n, 1, size, size))
