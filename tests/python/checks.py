@@ -1,6 +1,8 @@
 """Shared checks of the tests: the contract's invariants and chi-square tests."""
 import math
+import os
 
+import pytest
 import torch
 
 # Every label dtype of the operators: bool, the integer dtypes, and the
@@ -8,6 +10,15 @@ import torch
 UNSIGNED_DTYPES = [torch.uint8, torch.uint16, torch.uint32, torch.uint64]
 LABEL_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
                 torch.uint16, torch.uint32, torch.uint64]
+
+
+def torchvision_or_skip():
+    """torchvision, or a skip without it; on the CI legs that pair torchvision with
+    torch (SYNCFREE_EXPECT_TORCHVISION=1) a failed import fails instead."""
+    if os.environ.get("SYNCFREE_EXPECT_TORCHVISION") == "1":
+        import torchvision  # a failed import fails on the legs that pair torchvision
+        return torchvision
+    return pytest.importorskip("torchvision")
 
 
 def reference_quota(P, Q, K, fraction, fill_positives):

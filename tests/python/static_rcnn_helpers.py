@@ -1,21 +1,13 @@
 """Models, data and comparisons shared by the tests of ``make_static``."""
 import copy
-import os
 from collections import OrderedDict
 
-import pytest
 import torch
 import torch.nn.functional as F
+from checks import torchvision_or_skip
 from torch import nn
 
 H = W = 128
-
-
-def torchvision_or_skip():
-    if os.environ.get("SYNCFREE_EXPECT_TORCHVISION") == "1":
-        import torchvision  # a failed import fails on the legs that pair torchvision
-        return torchvision
-    return pytest.importorskip("torchvision")
 
 
 class TwoLevelBackbone(nn.Module):

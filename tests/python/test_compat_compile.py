@@ -12,6 +12,7 @@ import pytest
 import torch
 import torch._dynamo
 import torch._dynamo.testing
+from checks import torchvision_or_skip
 
 from syncfree.compat import detectron2 as sf_d2
 from syncfree.compat import torchvision as sf_tv
@@ -92,17 +93,10 @@ def test_detectron2_static_subsample_compiles_once_fullgraph():
 
 # ---- torchvision detection models (the torchvision leg of CI) --------------
 
-def _torchvision():
-    if os.environ.get("SYNCFREE_EXPECT_TORCHVISION") == "1":
-        import torchvision  # a failed import fails on the leg that pairs torchvision
-        return torchvision
-    return pytest.importorskip("torchvision")
-
-
 def tiny_faster_rcnn(box_batch_size_per_image=64):
     """A Faster R-CNN with torchvision's RPN and ROI heads and a one-layer backbone:
     the heads (where the samplers are) at a fraction of a real backbone's cost."""
-    tv = _torchvision()
+    tv = torchvision_or_skip()
     from torchvision.models.detection import FasterRCNN
     from torchvision.models.detection.anchor_utils import AnchorGenerator
     from torchvision.ops import MultiScaleRoIAlign

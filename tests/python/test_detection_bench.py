@@ -8,7 +8,7 @@ import warnings
 
 import pytest
 import torch
-from static_rcnn_helpers import torchvision_or_skip
+from checks import torchvision_or_skip
 
 SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "bench" / "detection_bench.py"
 spec = importlib.util.spec_from_file_location("detection_bench", SCRIPT)

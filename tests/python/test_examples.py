@@ -12,21 +12,15 @@ import subprocess
 import sys
 
 import pytest
+from checks import torchvision_or_skip
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
 EXAMPLE = os.path.join(ROOT, "examples", "train_static_faster_rcnn.py")
 TIMEOUT_S = 240  # 5 steps take about 15 s on 2 busy cores, imports included
 
 
-def _torchvision():
-    if os.environ.get("SYNCFREE_EXPECT_TORCHVISION") == "1":
-        import torchvision  # a failed import fails on the leg that pairs torchvision
-        return torchvision
-    return pytest.importorskip("torchvision")
-
-
 def test_train_static_faster_rcnn_runs(tmp_path):
-    _torchvision()
+    torchvision_or_skip()
     pytest.importorskip("matplotlib", reason="the example saves its loss curve with matplotlib")
     import syncfree
 

@@ -40,6 +40,7 @@ import time
 
 import pytest
 import torch
+from checks import torchvision_or_skip
 
 pytestmark = pytest.mark.models  # whole models compiled: the torch 2.14.1 leg only (Makefile MODEL_TORCH)
 
@@ -65,13 +66,6 @@ ATOL_SCALE = 1e-5
 
 
 # ---- the launcher (pytest's process) -----------------------------------------
-
-def _torchvision():
-    if os.environ.get("SYNCFREE_EXPECT_TORCHVISION") == "1":
-        import torchvision  # a failed import fails on the leg that pairs torchvision
-        return torchvision
-    return pytest.importorskip("torchvision")
-
 
 def _require_gloo():
     import torch.distributed as dist
@@ -138,7 +132,7 @@ def _launch(out_dir):
 
 @pytest.fixture(scope="module")
 def ddp_run(tmp_path_factory):
-    _torchvision()
+    torchvision_or_skip()
     _require_gloo()
     out_dir = str(tmp_path_factory.mktemp("ddp"))
     start = time.monotonic()
