@@ -296,16 +296,9 @@ def synthetic_batch(b, size, max_boxes, device, gen, masks=False):
     return images.to(device), targets
 
 
-def static_step(static, optimizer, images, targets):
-    """The static step: forward, loss sum, backward, optimizer step (zero_grad is the caller's)."""
-    losses = static(images, targets)
-    loss = sum(losses.values())
-    loss.backward()
-    optimizer.step()
-    return {k: v.detach() for k, v in losses.items()}
-
-
-def torchvision_step(model, optimizer, images, targets):
+def train_step(model, optimizer, images, targets):
+    """One training step of torchvision's model or of the static one: forward,
+    loss sum, backward, optimizer step (zero_grad is the caller's)."""
     losses = model(images, targets)
     loss = sum(losses.values())
     loss.backward()
@@ -327,13 +320,13 @@ class Graphed:
         with torch.cuda.stream(stream):
             for _ in range(warmup):
                 optimizer.zero_grad(set_to_none=True)
-                static_step(static, optimizer, self.images, self.targets)
+                train_step(static, optimizer, self.images, self.targets)
         torch.cuda.current_stream().wait_stream(stream)
         # Gradients are None at capture: backward allocates them in the graph's pool.
         optimizer.zero_grad(set_to_none=True)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
-            self.losses = static_step(static, optimizer, self.images, self.targets)
+            self.losses = train_step(static, optimizer, self.images, self.targets)
 
     def replay(self):
         self.graph.replay()
@@ -355,11 +348,11 @@ def make_steps(impls, model, static, optimizer, images, tv_targets, padded, comp
 
     def eager_tv():
         optimizer.zero_grad(set_to_none=True)
-        return torchvision_step(model, optimizer, image_list, tv_targets)
+        return train_step(model, optimizer, image_list, tv_targets)
 
     def eager_static():
         optimizer.zero_grad(set_to_none=True)
-        return static_step(static, optimizer, images, padded)
+        return train_step(static, optimizer, images, padded)
 
     for name in impls:
         if name == "torchvision":
@@ -370,7 +363,7 @@ def make_steps(impls, model, static, optimizer, images, tv_targets, padded, comp
             if not hasattr(torch, "compile"):
                 notes[name] = f"torch.compile needs torch >= 2.0 (this is {torch.__version__})"
                 continue
-            compiled = torch.compile(static_step, mode=None if compile_mode == "default" else compile_mode)
+            compiled = torch.compile(train_step, mode=None if compile_mode == "default" else compile_mode)
 
             def step(compiled=compiled):
                 optimizer.zero_grad(set_to_none=True)
@@ -481,7 +474,7 @@ def run(args):
                     if "graphed" in steps:
                         def eager():
                             optimizer.zero_grad(set_to_none=True)
-                            return static_step(static, optimizer, graphed.images, graphed.targets)
+                            return train_step(static, optimizer, graphed.images, graphed.targets)
 
                         result = graph_check(graphed.replay, eager, lambda: torch.cuda.manual_seed(SEED))
                     else:
