@@ -260,17 +260,26 @@ def targets(cpp_json: str, py_json: str) -> int:
         failed.append(f"{name}: {r['syncs_per_call']} per call")
         print(f"syncs per call {r['impl']} N={r['n']} B={r['batch']}: {r['syncs_per_call']}  FAIL")
     print(f"targets: {len(met)} met, {len(missed)} missed, {len(missing)} not measured, {len(failed)} sync failures")
-    # The last line is the verdict: never "met" while a target is missed or unmeasured.
+    return verdict(failed, missing, missed, f"all {len(met)} targets met")
+
+
+def verdict(failed, missing, missed, all_met):
+    """Prints the verdict as the last line and returns the exit status: FAIL (1)
+    before NOT MEASURED (1) before MISSED (2), each line also naming what the
+    later ones hold; ``all_met`` (0) only when all three lists are empty."""
+    def also(label, items):
+        return f"; {label}: {'; '.join(items)}" if items else ""
+
     if failed:
-        print("FAIL: " + "; ".join(failed) + (f"; MISSED: {'; '.join(missed)}" if missed else ""))
+        print("FAIL: " + "; ".join(failed) + also("NOT MEASURED", missing) + also("MISSED", missed))
         return 1
     if missing:
-        print("NOT MEASURED: " + "; ".join(missing) + (f"; MISSED: {'; '.join(missed)}" if missed else ""))
+        print("NOT MEASURED: " + "; ".join(missing) + also("MISSED", missed))
         return 1
     if missed:
         print("MISSED: " + "; ".join(missed))
         return 2
-    print(f"all {len(met)} targets met")
+    print(all_met)
     return 0
 
 
@@ -358,17 +367,7 @@ def detection(aspect: str, path: str) -> int:
                   f"{'met' if ok else 'MISSED'}{eager}")
     print(f"detection {aspect}: {len(met)} met, {len(missed)} missed, {len(missing)} not measured, "
           f"{len(failed)} failed")
-    if failed:
-        print("FAIL: " + "; ".join(failed) + (f"; NOT MEASURED: {', '.join(missing)}" if missing else ""))
-        return 1
-    if missing:
-        print("NOT MEASURED: " + ", ".join(missing) + (f"; MISSED: {'; '.join(missed)}" if missed else ""))
-        return 1
-    if missed:
-        print("MISSED: " + "; ".join(missed))
-        return 2
-    print(f"all {len(met)} met")
-    return 0
+    return verdict(failed, missing, missed, f"all {len(met)} met")
 
 
 if __name__ == "__main__":
