@@ -206,16 +206,6 @@ __attribute__((target("avx512f,popcnt"))) inline void cycle_walk_avx512(const Pe
   }
 }
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-#endif
-
-#ifdef SYNCFREE_HAVE_AVX512_PATH
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
 // compact_chunk for contiguous int64 or int32 labels with AVX-512 (F, BW,
 // VL), 16 labels at a time: two comparisons give each class's 16-bit mask;
 // vpcompressd packs the class's offsets, which go to the front (positives)
