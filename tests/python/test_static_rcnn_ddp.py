@@ -41,6 +41,7 @@ import time
 import pytest
 import torch
 from checks import torchvision_or_skip
+from static_rcnn_helpers import take_everything
 
 pytestmark = pytest.mark.models  # whole models compiled: the torch 2.14.1 leg only (Makefile MODEL_TORCH)
 
@@ -196,16 +197,7 @@ def _build_model():
         rpn_pre_nms_top_n_train=2 * POST_NMS, rpn_post_nms_top_n_train=POST_NMS)
     # Every labelled anchor (at most all of them) and every labelled candidate
     # (proposals and ground truth) is sampled.
-    model.eval()
-    with torch.no_grad():
-        features = list(model.backbone(torch.zeros(1, 3, IMAGE, IMAGE)).values())
-    model.train()
-    per_location = model.rpn.anchor_generator.num_anchors_per_location()
-    anchors = sum(f.shape[-2] * f.shape[-1] * a for f, a in zip(features, per_location))
-    model.rpn.fg_bg_sampler.batch_size_per_image = anchors
-    model.rpn.fg_bg_sampler.positive_fraction = 1.0
-    model.roi_heads.fg_bg_sampler.batch_size_per_image = POST_NMS + MAX_BOXES
-    model.roi_heads.fg_bg_sampler.positive_fraction = 1.0
+    take_everything(model, torch.zeros(1, 3, IMAGE, IMAGE), MAX_BOXES)
     return sf_tv.make_static(model, (IMAGE, IMAGE), MAX_BOXES).train()
 
 
