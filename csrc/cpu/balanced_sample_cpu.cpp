@@ -102,10 +102,11 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
   int64_t* pos_prefix = ws.pos_prefix;
   int64_t* neg_prefix = ws.neg_prefix;
   const int64_t stride = labels.stride(-1);
-  const int64_t blocks = (k + kSlotBlock - 1) / kSlotBlock;
+  const SlotBlocks slots = slot_blocks(rows, k, kSlotBlock);
+  const int64_t blocks = slots.count;
   const int64_t compact_grain = parallel_grain(std::min(n, core::kChunk) + kChunkWork);
   const int64_t prefix_grain = parallel_grain(2 * prefix_len);
-  const int64_t slot_grain = parallel_grain(kRowPlanWork + kSlotWork * std::min(k, kSlotBlock));
+  const int64_t slot_grain = parallel_grain(kRowPlanWork + kSlotWork * slots.size);
 
   SYNCFREE_DISPATCH_LABEL_TYPES(labels.scalar_type(), "balanced_sample_cpu", [&] {
     const scalar_t* data = static_cast<const scalar_t*>(labels.data_ptr());
@@ -140,8 +141,8 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
                                  neg_prefix + r * prefix_len, n, chunks};
       const core::RowPlan plan =
           core::make_row_plan(params, r, row.num_positive(), row.num_negative());
-      core::fill_row_slots(plan, row, b * kSlotBlock, std::min(k, (b + 1) * kSlotBlock),
-                           out_indices + r * k, out_valid + r * k);
+      core::fill_row_slots(plan, row, slots.begin(k, b), slots.end(k, b), out_indices + r * k,
+                           out_valid + r * k);
     }
   });
   return {indices, valid};

@@ -52,9 +52,11 @@ void draw_seed(const char* op, const c10::optional<int64_t>& seed,
 // slots 10 to 14 ns each, the gather of 64-byte feature rows 4 to 7 ns per
 // slot while the features fit in the caches, up to 25 ns beyond). The
 // AVX-512 paths (core/host_sampler.h) have since made compaction of int64
-// labels about 0.45 ns per label and a slot 10 to 12 ns; the units and
-// kParallelWork were not re-tuned for them (a two-thread crossover could not
-// be measured on the loaded benchmark machine: docs/benchmarks.md).
+// labels about 0.45 ns per label and a slot 10 to 12 ns. kParallelWork was
+// measured against 4 x and 16 x larger values since (docs/benchmarks.md,
+// "Threading: where two threads pay"): the calls it splits took 0.45x to
+// 0.95x of one thread's time on two threads (one row of 1e5 the least
+// gain), and the larger values gave those gains up.
 //
 // A phase runs in parallel only when it holds more than kParallelWork, so
 // that every task gets at least half of it: at::parallel_for runs a range of
@@ -72,6 +74,30 @@ constexpr int64_t kParallelWork = 2 * at::internal::GRAIN_SIZE;
 inline int64_t parallel_grain(int64_t unit_work) {
   unit_work = std::max<int64_t>(unit_work, 1);
   return std::max<int64_t>(1, (kParallelWork + unit_work - 1) / unit_work);
+}
+
+// Blocks of each row's k slots for a phase of rows x blocks units, blocks of
+// at most max_block slots: of equal size, and, where a row has several, as
+// many as the pool's threads share evenly (rows x blocks a multiple of the
+// thread count). at::parallel_for hands each thread a run of consecutive
+// units: at N = 1e5 (K = 1e4) blocks of 4096, 4096 and 1808 slots over two
+// threads left one thread 82% of the work; four blocks of 2500 leave each
+// half. Every unit writes its own slots, so the results do not depend on
+// the blocks.
+struct SlotBlocks {
+  int64_t count;  // blocks per row
+  int64_t size;   // slots per block (a row's last block may hold fewer)
+  int64_t begin(int64_t k, int64_t b) const { return std::min(k, b * size); }
+  int64_t end(int64_t k, int64_t b) const { return std::min(k, (b + 1) * size); }
+};
+
+inline SlotBlocks slot_blocks(int64_t rows, int64_t k, int64_t max_block) {
+  int64_t count = std::max<int64_t>(1, (k + max_block - 1) / max_block);
+  if (count > 1) {
+    const int64_t threads = std::max(1, at::get_num_threads());
+    while ((rows * count) % threads != 0) ++count;  // fewer than `threads` steps
+  }
+  return {count, std::max<int64_t>(1, (k + count - 1) / count)};
 }
 
 // --- labels --------------------------------------------------------------------------

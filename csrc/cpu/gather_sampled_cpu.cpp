@@ -80,9 +80,10 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_cpu(const at::Tensor& features
   // wide feature rows (about kParallelWork / 2 of work each), so that the
   // slots of a few rows still split over threads.
   const int64_t slot_work = kGatherSlotWork + row_bytes / 16;
-  const int64_t block = std::clamp<int64_t>(kParallelWork / 2 / slot_work, 1, kGatherSlotBlock);
-  const int64_t blocks = (k + block - 1) / block;
-  const int64_t grain = parallel_grain(std::min(k, block) * slot_work);
+  const SlotBlocks slots = slot_blocks(
+      rows, k, std::clamp<int64_t>(kParallelWork / 2 / slot_work, 1, kGatherSlotBlock));
+  const int64_t blocks = slots.count;
+  const int64_t grain = parallel_grain(std::min(k, slots.size) * slot_work);
   std::atomic<bool> bad{false};  // a valid slot whose index is outside [0, n)
   std::atomic<int64_t> bad_index{0};
   SYNCFREE_DISPATCH_LABEL_TYPES(labels.scalar_type(), "gather_sampled_cpu", [&] {
@@ -90,8 +91,8 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_cpu(const at::Tensor& features
     at::parallel_for(0, rows * blocks, grain, [&](int64_t begin, int64_t end) {
       for (int64_t w = begin; w < end; ++w) {
         const int64_t r = w / blocks;
-        const int64_t first = r * k + (w % blocks) * block;
-        const int64_t last = r * k + std::min(k, (w % blocks + 1) * block);
+        const int64_t first = r * k + slots.begin(k, w % blocks);
+        const int64_t last = r * k + slots.end(k, w % blocks);
         const scalar_t* row_labels = label_data + row_offset(labels, r);
         const char* row_features = src_ptr + r * n * row_bytes;
         copy_rows(row_bytes, [&](auto copy) {

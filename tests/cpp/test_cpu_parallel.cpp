@@ -50,7 +50,7 @@ TEST(CpuParallel, SameBitsOnOneThreadAndOnSeveral) {
       {32, 1000, 100, 16},         // the calling thread only
       {256, 1000, 100, 16},        // every phase split over threads
       {4096, 64, 6, 16},           // many short rows
-      {1, 100000, 10000, 16},      // one row: two chunks, three blocks of slots
+      {1, 100000, 10000, 16},      // one row: two chunks, slot blocks as many as the threads share
       {2, 3 * 65536 + 9, 9000, 4}, // several chunks and blocks per row
       {3, 500, 50, 4096},          // wide features: gather blocks of a few slots
       {2, 3000, 2500, 1000},       // wide features, blocks of a row on several threads
