@@ -50,6 +50,15 @@ CUDA ?= auto
 NVCC ?= /usr/local/cuda/bin/nvcc
 TORCH_CUDA_ARCH_LIST ?= 9.0
 CMAKE_FLAGS ?=
+# ccache, where installed (scripts/setup-debian.sh installs it), caches the
+# compilations: the wheel check's build (setup.py, the same CMake build)
+# reuses the objects of the build tree's, compiled from the same sources with
+# the same flags. CMake reads the launchers from the environment.
+ifneq ($(shell command -v ccache 2>/dev/null),)
+CMAKE_CXX_COMPILER_LAUNCHER ?= ccache
+CMAKE_CUDA_COMPILER_LAUNCHER ?= ccache
+export CMAKE_CXX_COMPILER_LAUNCHER CMAKE_CUDA_COMPILER_LAUNCHER
+endif
 BENCH_ARGS ?=
 FUZZ_SECONDS ?= 60
 
@@ -102,10 +111,13 @@ test:
 	done
 	@$(MAKE) --no-print-directory test-sanitize
 
-# One torch: C++ tests (ctest), Python tests, then (WHEEL=1) the wheel in a fresh venv.
+# One torch: C++ tests (ctest), then the Python tests: with WHEEL=1 against
+# the wheel installed in a fresh venv (the same sources and compiled library
+# as the build tree's staged package, so the suite runs once, against what
+# users install), with WHEEL=0 against the build tree.
 WHEEL ?= 1
 check: build check-cuda-config
-	@$(MAKE) --no-print-directory test-cpp test-python $(if $(filter 1,$(WHEEL)),test-wheel)
+	@$(MAKE) --no-print-directory test-cpp $(if $(filter 1,$(WHEEL)),test-wheel,test-python)
 
 # The GPU check's rehearsal (scripts/device-check.sh --rehearse) on this
 # machine, against the GPU machine's torch: tools, GoogleTest from .deps (as
@@ -135,20 +147,23 @@ test-cpp:
 
 # SYNCFREE_EXPECT_CUDA_OPERATOR: the tests fail, instead of skipping, when a
 # build that should have the CUDA operator does not register it.
+# PYTEST_MARKERS: the whole-model tests on MODEL_TORCH's leg only.
+PYTEST_MARKERS := $(if $(filter $(MODEL_TORCH),$(TORCH)),models or not models,not models)
 test-python:
 	SYNCFREE_EXPECT_CUDA_OPERATOR=$$(grep -q '^SYNCFREE_CUDA_OPERATOR:INTERNAL=ON' $(BUILD)/CMakeCache.txt && echo 1 || echo 0) \
 	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) -m pytest -q -n 2 -p no:cacheprovider \
-	  $(if $(filter $(MODEL_TORCH),$(TORCH)),,-m "not models") tests/python
+	  -m "$(PYTEST_MARKERS)" tests/python
 
 # pip wheel . (with the CUDA operator where this build has it), installed
-# into a fresh venv that sees this torch, and the Python tests run against
-# the installed copy. Where this build has the CUDA operator, the wheel is
+# into a fresh venv that sees this torch, and the Python tests (PYTEST_MARKERS)
+# run against the installed copy. Where this build has the CUDA operator, the wheel is
 # built with setup.py's own choice (SYNCFREE_WITH_CUDA unset): it must pick
 # the CUDA operator by itself (CUDA torch and nvcc) and register its kernels.
 test-wheel:
 	cuda=$$(grep -q '^SYNCFREE_CUDA_OPERATOR:INTERNAL=ON' $(BUILD)/CMakeCache.txt && echo 1 || echo 0) && \
 	if [ $$cuda = 1 ]; then with_cuda=auto; else with_cuda=0; fi && \
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SYNCFREE_WITH_CUDA=$$with_cuda SYNCFREE_EXPECT_CUDA_OPERATOR=$$cuda \
+	PYTEST_MARKERS="$(PYTEST_MARKERS)" \
 	TORCH_CUDA_ARCH_LIST="$(TORCH_CUDA_ARCH_LIST)" scripts/check-wheel.sh $(VENV) $(BUILD)/wheel
 
 # The core (no torch) under AddressSanitizer + UndefinedBehaviorSanitizer with

@@ -73,13 +73,14 @@ expect = os.environ["SYNCFREE_EXPECT_CUDA_OPERATOR"]
 from syncfree import _without_cuda
 for op in ["syncfree::" + name for name in sorted(_without_cuda.OPS)]:
     cuda = [l for l in torch._C._dispatch_dump_table(op).splitlines() if l.startswith("CUDA:")]
-    native = len(cuda) == 1 and ".cu:" in cuda[0]
+    native = len(cuda) == 1 and "_cuda.cpp:" in cuda[0]
     if expect and native != (expect == "1"):
         sys.exit(f"check-wheel: {op}: CUDA kernel {cuda}, but SYNCFREE_EXPECT_CUDA_OPERATOR={expect}")
     if native != info.CUDA_OPERATOR:
         sys.exit(f"check-wheel: {op}: CUDA kernel {cuda}, but _build_info.CUDA_OPERATOR={info.CUDA_OPERATOR}")
 print("check-wheel: CUDA kernels registered:", info.CUDA_OPERATOR)
 PY
-# The whole-model tests (marker `models`) ran against the build tree already:
-# the installed copy is the same Python code.
-SYNCFREE_EXPECT_INSTALLED=1 "$fresh/bin/python" -m pytest -q -n 2 -p no:cacheprovider -m "not models" "$root/tests/python"
+# PYTEST_MARKERS (the Makefile's): which tests; the whole-model tests (marker
+# `models`) only where asked for.
+SYNCFREE_EXPECT_INSTALLED=1 "$fresh/bin/python" -m pytest -q -n 2 -p no:cacheprovider \
+  -m "${PYTEST_MARKERS:-not models}" "$root/tests/python"

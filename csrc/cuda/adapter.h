@@ -1,4 +1,4 @@
-// What the torch CUDA adapters (<op>_cuda.cu) of every op share: the label
+// What the torch CUDA adapters (<op>_cuda.cpp) of every op share: the label
 // dtype as the framework-free kernels name it, the generator a call draws
 // from, the graph-safe draw of (seed, offset), and the set-up and launch of a
 // sampler's call (SamplerCall). Included by the adapters only; depends on no

@@ -1,6 +1,6 @@
 // Framework-free CUDA launcher of balanced sampling: plain pointers, a plain
 // parameter struct and a stream; no torch header. The torch adapter
-// (balanced_sample_cuda.cu) and the standalone CUDA tests both call it.
+// (balanced_sample_cuda.cpp) and the standalone CUDA tests both call it.
 //
 // Same algorithm and same bits as the CPU backend (csrc/core). Rows of at
 // most kOneLaunchMaxN labels with at most kOneLaunchMaxK slots take one

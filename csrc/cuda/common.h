@@ -2,12 +2,12 @@
 //   <op>_kernels.{h,cu}  framework-free kernels and their launchers (plain
 //                        pointers, a plain argument struct, a stream; no torch
 //                        header), tested on their own by tests/cuda/.
-//   <op>_cuda.cu         the op's torch adapter: checks (ops/<op>.h), device
+//   <op>_cuda.cpp        the op's torch adapter: checks (ops/<op>.h), device
 //                        guard, allocation, generator draw, launch; registers
 //                        the op's CUDA kernels (TORCH_LIBRARY_IMPL(syncfree, CUDA)).
 //   common.h             (this file) what every op's launchers share.
 //   adapter.h            what every op's torch adapter shares.
-// A new op adds <op>_kernels.{h,cu} and <op>_cuda.cu (and lists them in
+// A new op adds <op>_kernels.{h,cu} and <op>_cuda.cpp (and lists them in
 // CMakeLists.txt); another GPU backend gets a folder of its own beside this one.
 #pragma once
 

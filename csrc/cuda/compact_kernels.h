@@ -1,5 +1,5 @@
 // Framework-free CUDA launcher of compact: plain pointers, a plain parameter
-// struct and a stream; no torch header. The torch adapter (compact_cuda.cu)
+// struct and a stream; no torch header. The torch adapter (compact_cuda.cpp)
 // and the standalone CUDA tests both call it.
 //
 // The rule is core/mask_compact.h's, the results the CPU's. Rows of at most

@@ -1,6 +1,6 @@
 // Framework-free CUDA launcher of the gather of a sample (gather_sampled):
 // plain pointers, a plain argument struct and a stream; no torch header. The
-// torch adapter (gather_sampled_cuda.cu) and the standalone CUDA tests both
+// torch adapter (gather_sampled_cuda.cpp) and the standalone CUDA tests both
 // call it. One launch: each thread copies one aligned unit of one slot's
 // features, the slot's first unit also its label.
 #pragma once

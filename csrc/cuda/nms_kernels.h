@@ -1,5 +1,5 @@
 // Framework-free CUDA launcher of nms: plain pointers, a plain parameter
-// struct and a stream; no torch header. The torch adapter (nms_cuda.cu) and
+// struct and a stream; no torch header. The torch adapter (nms_cuda.cpp) and
 // the standalone CUDA tests both call it.
 //
 // Same rule and same result as the CPU backend (core/nms.h: the IoU, the

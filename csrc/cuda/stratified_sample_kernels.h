@@ -1,6 +1,6 @@
 // Framework-free CUDA launcher of stratified sampling: plain pointers, a
 // plain parameter struct and a stream; no torch header. The torch adapter
-// (stratified_sample_cuda.cu) and the standalone CUDA tests both call it.
+// (stratified_sample_cuda.cpp) and the standalone CUDA tests both call it.
 //
 // Same rule and same bits as the CPU backend (core/stratified.h): the row
 // plan is core::make_stratified_plan and each slot is

@@ -1,7 +1,7 @@
 // balanced_sample and balanced_sample_gather: schemas, argument checks, the
 // Meta kernel, balanced_sample_gather (sample, then the differentiable
 // gather_sampled) and the C++ API. The CPU and CUDA kernels live in
-// cpu/balanced_sample_cpu.cpp and cuda/balanced_sample_cuda.cu, the rule in
+// cpu/balanced_sample_cpu.cpp and cuda/balanced_sample_cuda.cpp, the rule in
 // core/quota.h and core/row_plan.h.
 #include "ops/balanced_sample.h"
 

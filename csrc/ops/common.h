@@ -3,7 +3,7 @@
 //                 argument checks every backend runs, the Meta kernel, the
 //                 composite and Autograd kernels, and the C++ API
 //                 (include/syncfree/syncfree.h). Backend kernels live in
-//                 csrc/cpu/<op>_cpu.cpp and csrc/cuda/<op>_cuda.cu, which
+//                 csrc/cpu/<op>_cpu.cpp and csrc/cuda/<op>_cuda.cpp, which
 //                 register themselves.
 //   common.{h,cpp} (this file) what the ops share: the label dtypes, the
 //                 checks every sampler starts with, the generator's device,

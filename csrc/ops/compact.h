@@ -1,5 +1,5 @@
 // Internal declarations of compact shared by the operator registration
-// (compact.cpp) and the backends (cpu/compact_cpu.cpp, cuda/compact_cuda.cu).
+// (compact.cpp) and the backends (cpu/compact_cpu.cpp, cuda/compact_cuda.cpp).
 #pragma once
 
 #include <ATen/ATen.h>

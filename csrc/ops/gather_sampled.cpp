@@ -2,7 +2,7 @@
 // gather_sampled and the internal _gather_sampled below autograd), their
 // checks, the Meta and the generic kernels, the backward and the C++ API.
 // The CPU and CUDA kernels of _gather_sampled live in
-// cpu/gather_sampled_cpu.cpp and cuda/gather_sampled_cuda.cu.
+// cpu/gather_sampled_cpu.cpp and cuda/gather_sampled_cuda.cpp.
 #include "ops/gather_sampled.h"
 
 #include <torch/autograd.h>

@@ -1,7 +1,7 @@
 // gather_sampled: the features and labels of a sample, differentiably. Two
 // schemas: the public gather_sampled (checks, Autograd kernel, backward) and
 // the internal _gather_sampled, the gather below autograd that the backends
-// implement (cpu/gather_sampled_cpu.cpp, cuda/gather_sampled_cuda.cu; a
+// implement (cpu/gather_sampled_cpu.cpp, cuda/gather_sampled_cuda.cpp; a
 // shape-only Meta kernel and a generic one built from ATen ops live in
 // gather_sampled.cpp). Messages name gather_sampled, or the *_gather op that
 // runs the checks on its own arguments.

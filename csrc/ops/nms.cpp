@@ -1,6 +1,6 @@
 // nms: schema (written once), argument checks, the Meta kernel and the C++
 // API. The CPU kernel lives in csrc/cpu/nms_cpu.cpp, the CUDA one in
-// csrc/cuda/nms_cuda.cu, the rule in csrc/core/nms.h.
+// csrc/cuda/nms_cuda.cpp, the rule in csrc/core/nms.h.
 #include "ops/nms.h"
 
 #include "ops/common.h"

@@ -1,5 +1,5 @@
 // Internal declarations of nms shared by the operator registration
-// (ops/nms.cpp) and the backends (cpu/nms_cpu.cpp, cuda/nms_cuda.cu).
+// (ops/nms.cpp) and the backends (cpu/nms_cpu.cpp, cuda/nms_cuda.cpp).
 #pragma once
 
 #include <ATen/ATen.h>

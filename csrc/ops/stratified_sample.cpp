@@ -2,7 +2,7 @@
 // the Meta kernel, stratified_sample_gather (sample, then the differentiable
 // gather_sampled), the internal check of host quotas and the C++ API. The
 // CPU and CUDA kernels live in cpu/stratified_sample_cpu.cpp and
-// cuda/stratified_sample_cuda.cu, the rule in core/stratified.h.
+// cuda/stratified_sample_cuda.cpp, the rule in core/stratified.h.
 #include "ops/stratified_sample.h"
 
 #include <torch/library.h>

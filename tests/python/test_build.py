@@ -40,7 +40,7 @@ def test_cuda_kernels_registered_as_built():
         assert has_kernel(op, "CUDA"), op
         source = cuda_kernel_source(op)
         if info.CUDA_OPERATOR:  # the C++ CUDA kernels
-            assert ".cu:" in source, source
+            assert "_cuda.cpp:" in source, source
         else:  # the error that says this build has no CUDA operator
             assert "_without_cuda.py" in source, source
     # _gather_sampled is built from ATen operators on every device.

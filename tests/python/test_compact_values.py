@@ -225,7 +225,7 @@ def test_kernels_registered_as_built():
     cuda_line = [l for l in torch._C._dispatch_dump_table("syncfree::compact").splitlines()
                  if l.startswith("CUDA:")]
     assert len(cuda_line) == 1, cuda_line
-    assert (".cu:" if info.CUDA_OPERATOR else "_without_cuda.py") in cuda_line[0], cuda_line
+    assert ("_cuda.cpp:" if info.CUDA_OPERATOR else "_without_cuda.py") in cuda_line[0], cuda_line
     expected = os.environ.get("SYNCFREE_EXPECT_CUDA_OPERATOR")
     if expected is not None:
         assert info.CUDA_OPERATOR == (expected == "1")
