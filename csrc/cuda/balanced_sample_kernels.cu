@@ -12,7 +12,6 @@ namespace cuda {
 
 namespace {
 
-constexpr int kWarp = 32;
 constexpr int kCompactThreads = 512;  // compact_kernel; the most row_kernel takes
 constexpr int kMaxWarps = kCompactThreads / kWarp;
 constexpr int kCompactItems = 16;     // labels per thread and round
@@ -51,16 +50,6 @@ size_t layout_bytes(int64_t rows, int64_t n) {
   return align16(static_cast<size_t>(rows * n) * 2) +
          align16(2 * static_cast<size_t>(rows * (chunks + 1)) * 8) +
          static_cast<size_t>(rows) * sizeof(core::RowPlan);
-}
-
-// Sum of v over the warp (every lane gets it).
-__device__ __forceinline__ uint32_t warp_sum(uint32_t v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  return __reduce_add_sync(0xFFFFFFFFu, v);
-#else
-  for (int d = kWarp / 2; d > 0; d /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, d);
-  return v;
-#endif
 }
 
 // Block-wide, order-preserving compaction of row[0..len) (len <= 65536: uint16 offsets)

@@ -5,7 +5,8 @@
 //   <op>_cuda.cpp        the op's torch adapter: checks (ops/<op>.h), device
 //                        guard, allocation, generator draw, launch; registers
 //                        the op's CUDA kernels (TORCH_LIBRARY_IMPL(syncfree, CUDA)).
-//   common.h             (this file) what every op's launchers share.
+//   common.h             (this file) what every op's launchers share (and,
+//                        for nvcc, the device helpers: warp_sum).
 //   adapter.h            what every op's torch adapter shares.
 // A new op adds <op>_kernels.{h,cu} and <op>_cuda.cpp (and lists them in
 // CMakeLists.txt); another GPU backend gets a folder of its own beside this one.
@@ -52,6 +53,18 @@ struct RandomSource {
 };
 
 #ifdef __CUDACC__
+constexpr int kWarp = 32;
+
+// Sum of v over the warp (every lane gets it).
+__device__ __forceinline__ uint32_t warp_sum(uint32_t v) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  return __reduce_add_sync(0xFFFFFFFFu, v);
+#else
+  for (int d = kWarp / 2; d > 0; d /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, d);
+  return v;
+#endif
+}
+
 // The call's seed and offset into params (any params struct with seed and
 // offset): from the arguments, or (inside a CUDA graph) read on the device.
 template <typename Params>

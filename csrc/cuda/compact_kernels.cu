@@ -8,7 +8,6 @@ namespace cuda {
 
 namespace {
 
-constexpr int kWarp = 32;
 constexpr int kBlockThreads = 512;  // chunk kernels; the most row_kernel takes
 constexpr int kMaxWarps = kBlockThreads / kWarp;
 constexpr int kItems = 16;          // elements per thread and round
@@ -23,16 +22,6 @@ int64_t num_chunks(int64_t n) { return (n + kCompactChunkN - 1) / kCompactChunkN
 
 bool one_launch(const CompactArgs& a) {
   return a.n == 0 || (a.n <= kCompactOneLaunchMaxN && !a.force_multi_launch);
-}
-
-// Sum of v over the warp (every lane gets it).
-__device__ __forceinline__ uint32_t warp_sum(uint32_t v) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  return __reduce_add_sync(0xFFFFFFFFu, v);
-#else
-  for (int d = kWarp / 2; d > 0; d /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, d);
-  return v;
-#endif
 }
 
 // Block-wide, order-preserving compaction of row[0..len) (elements `stride`
