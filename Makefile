@@ -11,13 +11,13 @@
 # BENCH_ARGS passes flags to the benchmark (see bench/syncfree_bench.cpp).
 
 # The torch versions CI tests (`make test`), one leg each, chosen to keep the
-# whole run short on 2 cores (a CUDA build costs minutes of
-# nvcc, the wheel check a second build and a second Python suite):
+# whole run short on 2 cores (a CUDA build costs minutes of nvcc, the wheel
+# check a second build, mostly from ccache):
 #   2.11.0  the GPU machine's torch (CUDA 13.0 build, torchvision 0.26.0): the
 #           device check's rehearsal (scripts/device-check.sh --rehearse:
 #           configure, build with the CUDA operator, the C++ tests that need no
 #           GPU), then the Python suite against that build;
-#   2.13.0  CPU build: build, C++ and Python tests, wheel;
+#   2.13.0  CPU build: build, C++ tests, wheel, Python tests against the wheel;
 #   2.14.1  CUDA 13.0 build with the CUDA operator and torchvision 0.29.1:
 #           build, C++ and Python tests, wheel;
 #   2.15.0  the newest (a CUDA 13.2 build, newer than nvcc here), torchvision
@@ -33,7 +33,7 @@ WHEEL_TORCHES := 2.13.0 2.14.1
 REHEARSE_TORCH := 2.11.0
 # The tests of whole torchvision detection models (pytest marker `models`:
 # make_static's models compiled and exported, minutes on 2 cores) run on this
-# leg only; the others, and the wheel checks, deselect them.
+# leg only (against its wheel); the others deselect them.
 MODEL_TORCH := 2.14.1
 DEFAULT_TORCH := 2.13.0
 TORCH ?= $(DEFAULT_TORCH)
@@ -50,10 +50,13 @@ CUDA ?= auto
 NVCC ?= /usr/local/cuda/bin/nvcc
 TORCH_CUDA_ARCH_LIST ?= 9.0
 CMAKE_FLAGS ?=
-# ccache, where installed (scripts/setup-debian.sh installs it), caches the
+# ccache, where installed when make starts (scripts/setup-debian.sh installs
+# it: on a bare machine, `make test`'s first leg does), caches the
 # compilations: the wheel check's build (setup.py, the same CMake build)
 # reuses the objects of the build tree's, compiled from the same sources with
-# the same flags. CMake reads the launchers from the environment.
+# the same flags. CMake reads the launchers from the environment when it
+# configures a build tree. The GPU check's rehearsal builds without it: its
+# build time stands for a bare GPU machine's.
 ifneq ($(shell command -v ccache 2>/dev/null),)
 CMAKE_CXX_COMPILER_LAUNCHER ?= ccache
 CMAKE_CUDA_COMPILER_LAUNCHER ?= ccache
@@ -129,8 +132,8 @@ REHEARSE_PYTHON := $(CURDIR)/.venv/torch-$(REHEARSE_TORCH)/bin/python
 rehearse:
 	@$(MAKE) --no-print-directory setup TORCH=$(REHEARSE_TORCH)
 	scripts/device-check.sh --prepare
-	PYTHON=$(REHEARSE_PYTHON) BUILD=$(REHEARSE_BUILD) OUT=$(REHEARSE_BUILD)/out PHASE=all JOBS=$(JOBS) \
-	  scripts/device-check.sh --rehearse
+	CCACHE_DISABLE=1 PYTHON=$(REHEARSE_PYTHON) BUILD=$(REHEARSE_BUILD) OUT=$(REHEARSE_BUILD)/out PHASE=all \
+	  JOBS=$(JOBS) scripts/device-check.sh --rehearse
 	PYTHON=$(REHEARSE_PYTHON) $(REHEARSE_PYTHON) -m pytest -q -p no:cacheprovider tests/scripts
 
 # With CUDA=ON (or OFF) the build must be what was asked for: a build
@@ -148,11 +151,14 @@ test-cpp:
 # SYNCFREE_EXPECT_CUDA_OPERATOR: the tests fail, instead of skipping, when a
 # build that should have the CUDA operator does not register it.
 # PYTEST_MARKERS: the whole-model tests on MODEL_TORCH's leg only.
+# --maxschedchunk 1: pytest-xdist hands each worker one test at a time, so
+# the slowest files, collected first (tests/python/conftest.py), run side by
+# side on both workers.
 PYTEST_MARKERS := $(if $(filter $(MODEL_TORCH),$(TORCH)),models or not models,not models)
 test-python:
 	SYNCFREE_EXPECT_CUDA_OPERATOR=$$(grep -q '^SYNCFREE_CUDA_OPERATOR:INTERNAL=ON' $(BUILD)/CMakeCache.txt && echo 1 || echo 0) \
-	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) -m pytest -q -n 2 -p no:cacheprovider \
-	  -m "$(PYTEST_MARKERS)" tests/python
+	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) -m pytest -q -n 2 --maxschedchunk 1 \
+	  -p no:cacheprovider -m "$(PYTEST_MARKERS)" tests/python
 
 # pip wheel . (with the CUDA operator where this build has it), installed
 # into a fresh venv that sees this torch, and the Python tests (PYTEST_MARKERS)

@@ -10,8 +10,9 @@ work="${2:?usage: check-wheel.sh VENV WORKDIR}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 rm -rf "$work" && mkdir -p "$work" && work="$(cd "$work" && pwd)"
 
-# setuptools' staging folders are shared by every torch: start them afresh.
-rm -rf "$root"/build/lib.* "$root"/build/bdist.*
+# setuptools' staging folders (and setup.py's CMake build trees) are shared
+# by every torch: start them afresh.
+rm -rf "$root"/build/lib.* "$root"/build/bdist.* "$root"/build/temp.*
 echo "check-wheel: pip wheel . (SYNCFREE_WITH_CUDA=${SYNCFREE_WITH_CUDA:-auto})"
 if ! "$venv/bin/python" -m pip wheel --no-build-isolation --no-deps -v -w "$work/dist" "$root" \
     >"$work/pip-wheel.log" 2>&1; then
@@ -82,5 +83,5 @@ print("check-wheel: CUDA kernels registered:", info.CUDA_OPERATOR)
 PY
 # PYTEST_MARKERS (the Makefile's): which tests; the whole-model tests (marker
 # `models`) only where asked for.
-SYNCFREE_EXPECT_INSTALLED=1 "$fresh/bin/python" -m pytest -q -n 2 -p no:cacheprovider \
+SYNCFREE_EXPECT_INSTALLED=1 "$fresh/bin/python" -m pytest -q -n 2 --maxschedchunk 1 -p no:cacheprovider \
   -m "${PYTEST_MARKERS:-not models}" "$root/tests/python"

@@ -86,7 +86,7 @@ inline int64_t parallel_grain(int64_t unit_work) {
 // the blocks.
 struct SlotBlocks {
   int64_t count;  // blocks per row
-  int64_t size;   // slots per block (a row's last block may hold fewer)
+  int64_t size;   // slots per block (a row's last blocks may hold fewer, or none)
   int64_t begin(int64_t k, int64_t b) const { return std::min(k, b * size); }
   int64_t end(int64_t k, int64_t b) const { return std::min(k, (b + 1) * size); }
 };

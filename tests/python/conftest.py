@@ -14,9 +14,10 @@ def pytest_configure(config):
 
 
 # The slowest test files first (measured: whole models compiled, AOTInductor,
-# compiled detection steps, opcheck): pytest-xdist hands out the first tests
-# round robin, so the long ones run side by side at the start instead of one
-# of them ending the run on a single busy worker.
+# compiled detection steps, opcheck). With --maxschedchunk 1 (the Makefile,
+# scripts/check-wheel.sh) pytest-xdist hands each worker one test at a time,
+# so the long ones run side by side on both workers from the start instead
+# of one of them ending the run on a single worker.
 SLOWEST_FIRST = (
     "test_static_rcnn_models.py",
     "test_static_rcnn_ddp.py",

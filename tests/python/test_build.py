@@ -23,7 +23,7 @@ def test_cpu_and_meta_kernels_registered(op, key):
 
 
 def cuda_kernel_source(op):
-    """Where the CUDA kernel of ``op`` was registered (a .cu file, or the Python
+    """Where the CUDA kernel of ``op`` was registered (a C++ adapter in csrc/cuda, or the Python
     module that registers the error of a build without the CUDA operator)."""
     lines = [l for l in torch._C._dispatch_dump_table(op).splitlines() if l.startswith("CUDA:")]
     assert len(lines) == 1, lines
