@@ -48,6 +48,7 @@ JOBS ?= $(shell nproc)
 # is there (torch 2.14.1 here); ON requires it, OFF skips it.
 CUDA ?= auto
 NVCC ?= /usr/local/cuda/bin/nvcc
+NVCC_HOME = $(patsubst %/bin/nvcc,%,$(NVCC))
 TORCH_CUDA_ARCH_LIST ?= 9.0
 CMAKE_FLAGS ?=
 # ccache, where installed when make starts (scripts/setup-debian.sh installs
@@ -65,7 +66,7 @@ endif
 BENCH_ARGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: all setup configure build check check-cuda-config test test-cpp test-python test-wheel test-sanitize \
+.PHONY: all setup setup-all configure build check check-cuda-config test test-cpp test-python test-wheel test-sanitize \
 	rehearse bench bench-python plots trace clean
 
 all: build
@@ -96,7 +97,7 @@ build: configure
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake --build $(BUILD) -j $(JOBS)
 
 # Every supported torch (the legs above), then the sanitizer build of the core.
-test:
+test: setup-all
 	@set -e; for t in $(TORCHES); do \
 	  t0=$$(date +%s); echo "=== torch $$t"; \
 	  vision=$$(case " $(VISION_TORCHES) " in *" $$t "*) echo 1 ;; *) echo 0 ;; esac); \
@@ -113,6 +114,16 @@ test:
 	  echo "=== torch $$t: passed in $$(( $$(date +%s) - t0 )) s"; \
 	done
 	@$(MAKE) --no-print-directory test-sanitize
+
+# Every leg's environment first, side by side: mostly downloading and
+# unpacking torch, about 1.5 to 2 minutes each one after another on 2 cores.
+# Each log is printed once all are done.
+setup-all:
+	@scripts/setup-debian.sh
+	@mkdir -p build; pids=""; for t in $(TORCHES); do \
+	  scripts/setup-venv.sh $$t .venv/torch-$$t >build/setup-venv-$$t.log 2>&1 & pids="$$pids $$!"; \
+	done; fail=0; for p in $$pids; do wait $$p || fail=1; done; \
+	for t in $(TORCHES); do cat build/setup-venv-$$t.log; done; exit $$fail
 
 # One torch: C++ tests (ctest), then the Python tests: with WHEEL=1 against
 # the wheel installed in a fresh venv (the same sources and compiled library
@@ -165,11 +176,14 @@ test-python:
 # run against the installed copy. Where this build has the CUDA operator, the wheel is
 # built with setup.py's own choice (SYNCFREE_WITH_CUDA unset): it must pick
 # the CUDA operator by itself (CUDA torch and nvcc) and register its kernels.
+# CUDA_HOME=NVCC_HOME: the toolkit of NVCC, the build tree's (setup.py would otherwise
+# take the first nvcc on PATH, and a toolkit path that differs only by a
+# symlink, /usr/local/cuda-13.0 for /usr/local/cuda, defeats ccache).
 test-wheel:
 	cuda=$$(grep -q '^SYNCFREE_CUDA_OPERATOR:INTERNAL=ON' $(BUILD)/CMakeCache.txt && echo 1 || echo 0) && \
 	if [ $$cuda = 1 ]; then with_cuda=auto; else with_cuda=0; fi && \
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SYNCFREE_WITH_CUDA=$$with_cuda SYNCFREE_EXPECT_CUDA_OPERATOR=$$cuda \
-	PYTEST_MARKERS="$(PYTEST_MARKERS)" \
+	CUDA_HOME=$(NVCC_HOME) PYTEST_MARKERS="$(PYTEST_MARKERS)" \
 	TORCH_CUDA_ARCH_LIST="$(TORCH_CUDA_ARCH_LIST)" scripts/check-wheel.sh $(VENV) $(BUILD)/wheel
 
 # The core (no torch) under AddressSanitizer + UndefinedBehaviorSanitizer with
