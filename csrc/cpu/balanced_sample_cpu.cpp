@@ -51,7 +51,8 @@ class Workspace {
       thread_local std::unique_ptr<int64_t[]> scratch(new int64_t[kScratchBytes / 8]);
       base = reinterpret_cast<char*>(scratch.get());
     } else {
-      owned_ = allocate_workspace("balanced_sample", labels_subject(labels), bytes, labels);
+      owned_ = allocate_workspace(
+          "balanced_sample", [&] { return shape_subject("labels", labels); }, bytes, labels);
       base = static_cast<char*>(owned_.data_ptr());
     }
     work = reinterpret_cast<uint16_t*>(base);

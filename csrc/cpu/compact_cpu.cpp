@@ -53,7 +53,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> compact_cpu(const at::Tensor& mas
   bool* out_valid = valid.data_ptr<bool>();
   int64_t* out_count = count.data_ptr<int64_t>();
 
-  AT_DISPATCH_INTEGRAL_TYPES_AND(at::kBool, mask.scalar_type(), "compact_cpu", [&] {
+  SYNCFREE_DISPATCH_LABEL_TYPES(mask.scalar_type(), "compact_cpu", [&] {
     const scalar_t* data = mask.data_ptr<scalar_t>();
     // Chunks only pay (a second pass over the counted part) when there are
     // fewer rows than threads; the results are the same either way.

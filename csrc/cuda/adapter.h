@@ -121,7 +121,7 @@ class SamplerCall {
   // caching allocator (none when bytes == 0).
   at::Tensor workspace(const at::Tensor& labels, size_t bytes) const {
     if (bytes == 0) return at::Tensor();
-    return allocate_workspace(op_, labels_subject(labels), bytes, labels);
+    return allocate_workspace(op_, [&] { return shape_subject("labels", labels); }, bytes, labels);
   }
 
   // (seed, offset) of the call: once, after every check and allocation.

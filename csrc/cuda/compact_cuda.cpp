@@ -36,7 +36,7 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> compact_cuda(const at::Tensor& ma
   const at::Tensor flat = mask.reshape({rows, n});
   cuda::CompactArgs args;
   args.mask = flat.data_ptr();
-  args.mask_type = label_type(mask.scalar_type());  // check_compact_args admits a subset
+  args.mask_type = label_type(mask.scalar_type());  // the label dtypes (check_compact_args)
   args.row_stride = flat.stride(0);
   args.item_stride = flat.stride(1);
   args.rows = rows;
@@ -48,7 +48,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> compact_cuda(const at::Tensor& ma
   const size_t workspace_bytes = cuda::compact_workspace_bytes(args);
   at::Tensor workspace;  // none on the one-launch path
   if (workspace_bytes > 0) {
-    workspace = at::empty({static_cast<int64_t>(workspace_bytes)}, mask.options().dtype(at::kByte));
+    workspace = allocate_workspace(
+        "compact", [&] { return shape_subject("mask", mask); }, workspace_bytes, mask);
     args.workspace = workspace.data_ptr();
   }
   const cudaError_t err =

@@ -67,7 +67,8 @@ std::tuple<at::Tensor, at::Tensor> nms_cuda(const at::Tensor& boxes, const at::T
   args.out_valid = out_valid.data_ptr<bool>();
   const size_t workspace_bytes = cuda::nms_workspace_bytes(args);
   const at::Tensor workspace =
-      at::empty({static_cast<int64_t>(workspace_bytes)}, boxes.options().dtype(at::kByte));
+      allocate_workspace(
+          "nms", [&] { return shape_subject("boxes", boxes); }, workspace_bytes, boxes);
   args.workspace = workspace.data_ptr();
   const cudaError_t err =
       cuda::launch_nms(args, c10::cuda::getCurrentCUDAStream().stream());

@@ -85,7 +85,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> balanced_sample_gather_composite(
                                 fill_positives, std::move(seed), std::move(generator));
   });
   at::Tensor out_features, out_labels;
-  std::tie(out_features, out_labels) = call_gather_sampled(features, labels, indices, valid);
+  std::tie(out_features, out_labels) = on_behalf_of(
+      op, "gather_sampled", [&] { return call_gather_sampled(features, labels, indices, valid); });
   return {out_features, out_labels, valid};
 }
 

@@ -137,7 +137,7 @@ std::string byte_count(at::IntArrayRef sizes, int64_t element) {
 
 }  // namespace
 
-at::Tensor allocate(const char* op, const std::string& subject, const std::string& what,
+at::Tensor allocate(const char* op, Subject subject, const std::string& what,
                     at::SymIntArrayRef sizes, const at::TensorOptions& options) {
   try {
     return at::empty_symint(sizes, options);
@@ -148,26 +148,26 @@ at::Tensor allocate(const char* op, const std::string& subject, const std::strin
             ? byte_count(*concrete, static_cast<int64_t>(c10::elementSize(
                                         c10::typeMetaToScalarType(options.dtype()))))
             : std::string("an unknown number of");
-    fail_allocation(op, subject, bytes, what, options.device(),
+    fail_allocation(op, subject(), bytes, what, options.device(),
                     first_line(e.what_without_backtrace()));
   } catch (const std::bad_alloc& e) {
-    fail_allocation(op, subject, "too many", what, options.device(), e.what());
+    fail_allocation(op, subject(), "too many", what, options.device(), e.what());
   }
 }
 
-at::Tensor allocate_workspace(const char* op, const std::string& subject, size_t bytes,
+at::Tensor allocate_workspace(const char* op, Subject subject, size_t bytes,
                               const at::Tensor& like) {
   TORCH_CHECK_WITH(OutOfMemoryError,
                    bytes <= static_cast<size_t>(std::numeric_limits<int64_t>::max()), "syncfree.",
-                   op, ": ", subject, " needs ", bytes,
+                   op, ": ", subject(), " needs ", bytes,
                    " bytes for its workspace, more than int64 can count");
   const std::vector<c10::SymInt> sizes{c10::SymInt(static_cast<int64_t>(bytes))};
   return allocate(op, subject, "its workspace", sizes, like.options().dtype(at::kByte));
 }
 
-std::string labels_subject(const at::Tensor& labels) {
+std::string shape_subject(const char* name, const at::Tensor& t) {
   std::ostringstream s;
-  s << "labels of shape " << labels.sizes();
+  s << name << " of shape " << t.sym_sizes();
   return s.str();
 }
 
@@ -194,13 +194,12 @@ std::tuple<at::Tensor, at::Tensor> empty_sample_outputs(const char* op, const at
   }
 }
 
-void rethrow_on_behalf_of(const char* op, const char* inner, const c10::OutOfMemoryError& e) {
-  std::string message = e.what_without_backtrace();
+c10::optional<std::string> renamed_message(const char* op, const char* inner,
+                                           const c10::Error& e) {
+  const std::string message = e.what_without_backtrace();
   const std::string prefix = std::string("syncfree.") + inner + ":";
-  if (message.compare(0, prefix.size(), prefix) == 0) {
-    message = std::string("syncfree.") + op + ":" + message.substr(prefix.size());
-  }
-  TORCH_CHECK_WITH(OutOfMemoryError, false, message);
+  if (message.compare(0, prefix.size(), prefix) != 0) return c10::nullopt;
+  return std::string("syncfree.") + op + ":" + message.substr(prefix.size());
 }
 
 }  // namespace ops

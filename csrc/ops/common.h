@@ -15,6 +15,7 @@
 
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
+#include <c10/util/FunctionRef.h>
 #include <c10/util/Optional.h>
 
 #include <cstddef>
@@ -84,15 +85,18 @@ std::vector<c10::SymInt> sampled_feature_sizes(const at::Tensor& features,
 // an OutOfMemoryError (torch.OutOfMemoryError in Python), instead of the
 // allocator's bare message. `subject` names the argument that asks for the
 // memory, e.g. "num_samples = 1099511627776" or "labels of shape [2, 10]".
-at::Tensor allocate(const char* op, const std::string& subject, const std::string& what,
+// The subject is built only when the allocation fails.
+using Subject = c10::function_ref<std::string()>;
+at::Tensor allocate(const char* op, Subject subject, const std::string& what,
                     at::SymIntArrayRef sizes, const at::TensorOptions& options);
 
 // A byte workspace of `bytes` bytes on `like`'s device (failures as above).
-at::Tensor allocate_workspace(const char* op, const std::string& subject, size_t bytes,
+at::Tensor allocate_workspace(const char* op, Subject subject, size_t bytes,
                               const at::Tensor& like);
 
-// "labels of shape [2, 10]": the subject of a workspace sized by the labels.
-std::string labels_subject(const at::Tensor& labels);
+// "labels of shape [2, 10]" (name "labels"): the subject of an allocation
+// sized by a tensor argument.
+std::string shape_subject(const char* name, const at::Tensor& t);
 
 // Uninitialized (indices int64, valid bool) of shape labels.shape[:-1] +
 // [num_samples]: the outputs of every sampler.
@@ -100,21 +104,39 @@ std::tuple<at::Tensor, at::Tensor> empty_sample_outputs(const char* op, const at
                                                         int64_t num_samples);
 
 // Runs `call` (a call of the public op `inner` made on behalf of the public
-// op `op`, e.g. balanced_sample from balanced_sample_gather): an allocation
-// failure it reports as "syncfree.<inner>: ..." is reported as
-// "syncfree.<op>: ...", so that the error names the op the user called.
+// op `op`, e.g. balanced_sample from balanced_sample_gather): an error it
+// reports as "syncfree.<inner>: ..." is reported as "syncfree.<op>: ...",
+// of the same kind (OutOfMemoryError, ValueError, ...: the Python exception
+// type is kept), so that the error names the op the user called. Errors of
+// torch's own (without that prefix) pass unchanged.
 template <typename F>
 auto on_behalf_of(const char* op, const char* inner, const F& call) -> decltype(call());
-[[noreturn]] void rethrow_on_behalf_of(const char* op, const char* inner,
-                                       const c10::OutOfMemoryError& e);
+// The message of `e` under `op`'s name, or nothing when `e` is not inner's.
+c10::optional<std::string> renamed_message(const char* op, const char* inner,
+                                           const c10::Error& e);
 
 template <typename F>
 auto on_behalf_of(const char* op, const char* inner, const F& call) -> decltype(call()) {
   try {
     return call();
-  } catch (const c10::OutOfMemoryError& e) {
-    rethrow_on_behalf_of(op, inner, e);
   }
+#define SYNCFREE_RETHROW_AS(KIND)                                  \
+  catch (const c10::KIND& e) {                                     \
+    const auto message = renamed_message(op, inner, e);            \
+    if (!message.has_value()) throw;                               \
+    TORCH_CHECK_WITH(KIND, false, *message);                       \
+  }
+  SYNCFREE_RETHROW_AS(OutOfMemoryError)
+  SYNCFREE_RETHROW_AS(IndexError)
+  SYNCFREE_RETHROW_AS(ValueError)
+  SYNCFREE_RETHROW_AS(TypeError)
+  SYNCFREE_RETHROW_AS(NotImplementedError)
+  catch (const c10::Error& e) {  // RuntimeError in Python
+    const auto message = renamed_message(op, inner, e);
+    if (!message.has_value()) throw;
+    TORCH_CHECK(false, *message);
+  }
+#undef SYNCFREE_RETHROW_AS
 }
 
 // --- the dispatcher ------------------------------------------------------------------

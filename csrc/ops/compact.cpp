@@ -16,32 +16,15 @@
 namespace syncfree {
 namespace ops {
 
-namespace {
-
-bool is_mask_dtype(at::ScalarType t) {
-  switch (t) {
-    case at::kBool:
-    case at::kByte:
-    case at::kChar:
-    case at::kShort:
-    case at::kInt:
-    case at::kLong:
-      return true;
-    default:
-      return false;
-  }
-}
-
-}  // namespace
-
 void check_compact_args(const at::Tensor& mask, int64_t size) {
   TORCH_CHECK(mask.defined(), "syncfree.compact: mask must be a defined tensor");
   TORCH_CHECK(mask.dim() >= 1,
               "syncfree.compact: mask must have at least 1 dimension (shape [..., N]), got a "
               "0-dim tensor");
-  TORCH_CHECK(is_mask_dtype(mask.scalar_type()),
+  // The dtypes of labels (ops/common.h), read the same way by the kernels.
+  TORCH_CHECK(is_supported_label_dtype(mask.scalar_type()),
               "syncfree.compact: mask must be bool or an integer tensor (uint8, int8, int16, "
-              "int32, int64; nonzero counts as true), got dtype ",
+              "int32, int64, uint16, uint32, uint64; nonzero counts as true), got dtype ",
               mask.scalar_type());
   TORCH_CHECK(size >= 0, "syncfree.compact: size must be >= 0, got ", size);
   // Checked on concrete sizes only: a symbolic batch (torch.compile tracing)
@@ -59,9 +42,12 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> empty_compact_outputs(const at::T
   std::vector<c10::SymInt> lead(mask_sizes.begin(), mask_sizes.end() - 1);
   std::vector<c10::SymInt> slots = lead;
   slots.push_back(size);
-  return {at::empty_symint(slots, mask.options().dtype(at::kLong)),
-          at::empty_symint(slots, mask.options().dtype(at::kBool)),
-          at::empty_symint(lead, mask.options().dtype(at::kLong))};
+  const auto subject = [&] {
+    return "size = " + std::to_string(size) + " for " + shape_subject("mask", mask);
+  };
+  return {allocate("compact", subject, "indices", slots, mask.options().dtype(at::kLong)),
+          allocate("compact", subject, "valid", slots, mask.options().dtype(at::kBool)),
+          allocate("compact", subject, "count", lead, mask.options().dtype(at::kLong))};
 }
 
 int64_t compact_rows(const at::Tensor& mask) { return num_rows(mask).expect_int(); }

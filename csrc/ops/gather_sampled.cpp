@@ -60,9 +60,14 @@ GatherShape gather_shape(const at::Tensor& features, const at::Tensor& labels,
 std::tuple<at::Tensor, at::Tensor> empty_gather_outputs(const at::Tensor& features,
                                                         const at::Tensor& labels,
                                                         const at::Tensor& indices) {
-  return {at::empty_symint(sampled_feature_sizes(features, labels, indices.sym_size(-1)),
-                           features.options()),
-          at::empty_symint(indices.sym_sizes(), labels.options().dtype(at::kLong))};
+  const auto subject = [&] {
+    return shape_subject("features", features) + " and " + shape_subject("indices", indices);
+  };
+  return {allocate("gather_sampled", subject, "sampled_features",
+                   sampled_feature_sizes(features, labels, indices.sym_size(-1)),
+                   features.options()),
+          allocate("gather_sampled", subject, "sampled_labels", indices.sym_sizes(),
+                   labels.options().dtype(at::kLong))};
 }
 
 namespace {

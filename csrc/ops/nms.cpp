@@ -90,8 +90,11 @@ std::tuple<at::Tensor, at::Tensor> empty_nms_outputs(const at::Tensor& scores,
                                                      int64_t max_output) {
   std::vector<c10::SymInt> sizes(scores.sym_sizes().begin(), scores.sym_sizes().end());
   sizes.back() = max_output;
-  return {at::empty_symint(sizes, scores.options().dtype(at::kLong)),
-          at::empty_symint(sizes, scores.options().dtype(at::kBool))};
+  const auto subject = [&] {
+    return "max_output = " + std::to_string(max_output) + " for " + shape_subject("scores", scores);
+  };
+  return {allocate("nms", subject, "indices", sizes, scores.options().dtype(at::kLong)),
+          allocate("nms", subject, "valid", sizes, scores.options().dtype(at::kBool))};
 }
 
 namespace {

@@ -105,7 +105,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> stratified_sample_gather_composit
                                   std::move(generator));
   });
   at::Tensor out_features, out_labels;
-  std::tie(out_features, out_labels) = call_gather_sampled(features, labels, indices, valid);
+  std::tie(out_features, out_labels) = on_behalf_of(
+      op, "gather_sampled", [&] { return call_gather_sampled(features, labels, indices, valid); });
   return {out_features, out_labels, valid};
 }
 

@@ -326,8 +326,8 @@ def compact(mask: Tensor, size: int) -> Tuple[Tensor, Tensor, Tensor]:
 
     Args:
         mask: ``[..., N]`` bool or integer tensor (uint8, int8, int16, int32,
-            int64), any strides. An element is true when it is nonzero, as for
-            ``torch.nonzero``.
+            int64, uint16, uint32, uint64), any strides. An element is true
+            when it is nonzero, as for ``torch.nonzero``.
         size: K >= 0, the number of output slots per row.
 
     Returns:

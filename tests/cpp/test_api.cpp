@@ -316,3 +316,60 @@ TEST(Api, NmsThroughTheDispatcher) {
   EXPECT_TRUE(at::equal(indices, at::tensor({1, 2, 3}, at::kLong).expand({2, 3})));
   EXPECT_THROW(syncfree::nms(boxes, scores, 0.4, -1), c10::Error);
 }
+
+// An error raised by the op called on behalf of another (balanced_sample
+// from balanced_sample_gather) names the op the user called, and keeps its
+// kind (its Python exception type); torch's own errors pass unchanged.
+#include "ops/common.h"
+
+namespace {
+
+template <typename E, typename F>
+std::string message_of(const F& f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what_without_backtrace();
+  } catch (const std::exception& e) {
+    return std::string("another exception: ") + e.what();
+  }
+  return "nothing thrown";
+}
+
+}  // namespace
+
+TEST(Api, ErrorsOfAnInnerOpNameTheOpCalled) {
+  using syncfree::ops::on_behalf_of;
+  const char* op = "balanced_sample_gather";
+  const char* inner = "balanced_sample";
+  EXPECT_EQ(message_of<c10::ValueError>([&] {
+              on_behalf_of(op, inner, [] { TORCH_CHECK_VALUE(false, "syncfree.balanced_sample: bad value"); });
+            }),
+            "syncfree.balanced_sample_gather: bad value");
+  EXPECT_EQ(message_of<c10::OutOfMemoryError>([&] {
+              on_behalf_of(op, inner, [] {
+                TORCH_CHECK_WITH(OutOfMemoryError, false, "syncfree.balanced_sample: needs 8 bytes");
+              });
+            }),
+            "syncfree.balanced_sample_gather: needs 8 bytes");
+  EXPECT_EQ(message_of<c10::Error>([&] {
+              on_behalf_of(op, inner, [] { TORCH_CHECK(false, "syncfree.balanced_sample: too large"); });
+            }),
+            "syncfree.balanced_sample_gather: too large");
+  // A plain c10::Error stays one (RuntimeError), not a subclass.
+  EXPECT_EQ(message_of<c10::ValueError>([&] {
+              on_behalf_of(op, inner, [] { TORCH_CHECK(false, "syncfree.balanced_sample: x"); });
+            }).rfind("another exception: ", 0),
+            0u);
+  // Not the inner op's: unchanged, of the same kind.
+  EXPECT_EQ(message_of<c10::IndexError>([&] {
+              on_behalf_of(op, inner, [] { TORCH_CHECK_INDEX(false, "index 3 is out of bounds"); });
+            }),
+            "index 3 is out of bounds");
+  EXPECT_EQ(message_of<c10::Error>([&] {
+              on_behalf_of(op, inner, [] { TORCH_CHECK(false, "syncfree.balanced_sample_x: y"); });
+            }),
+            "syncfree.balanced_sample_x: y");
+  // A value passes through.
+  EXPECT_EQ(on_behalf_of(op, inner, [] { return 7; }), 7);
+}

@@ -12,7 +12,12 @@ import syncfree
 import syncfree._build_info as info
 
 OPS = torch.ops.syncfree
-MASK_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
+MASK_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+               torch.uint16, torch.uint32, torch.uint64]
+# ATen's "barebones" dtypes: few ATen kernels take them (no where, nonzero or
+# comparison), so the tests build them, and read them, through int64; the
+# cast keeps zero as zero and nonzero as nonzero.
+BAREBONES = (torch.uint16, torch.uint32, torch.uint64)
 DENSITIES = [0.0, 0.01, 0.1, 0.5, 0.9, 1.0]
 cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device")
 
@@ -23,10 +28,16 @@ def random_mask(shape, density, dtype=torch.bool, gen=None):
     on = torch.rand(shape, generator=gen) < density
     if dtype == torch.bool:
         return on
-    low = 0 if dtype == torch.uint8 else -100
-    values = torch.randint(low, 100, shape, generator=gen).to(dtype)
-    values = torch.where(values == 0, torch.ones((), dtype=dtype), values)
-    return torch.where(on, values, torch.zeros((), dtype=dtype))
+    # Unsigned masks get large values too (2^15 .. 2^16 - 1 fits every one).
+    low, high = (0, 100) if dtype == torch.uint8 else (1 << 15, 1 << 16) if dtype in BAREBONES else (-100, 100)
+    values = torch.randint(low, high, shape, generator=gen)
+    values = torch.where(values == 0, torch.ones((), dtype=values.dtype), values)
+    return torch.where(on, values, torch.zeros((), dtype=values.dtype)).to(dtype)
+
+
+def readable(mask):
+    """The mask as reference ops take it: barebones dtypes through int64."""
+    return mask.to(torch.int64) if mask.dtype in BAREBONES else mask
 
 
 def reference(mask, k):
@@ -54,11 +65,11 @@ def check(mask, k):
     lead = tuple(mask.shape[:-1])
     assert indices.shape == lead + (k,) and valid.shape == lead + (k,) and count.shape == lead
     assert indices.dtype == torch.int64 and valid.dtype == torch.bool and count.dtype == torch.int64
-    want_static, want_nonzero, want_count = reference(mask.cpu(), k)
+    want_static, want_nonzero, want_count = reference(readable(mask.cpu()), k)
     assert torch.equal(indices.cpu(), want_static)
     assert torch.equal(indices.cpu(), want_nonzero)
     assert torch.equal(count.cpu(), want_count)
-    assert torch.equal(count.cpu(), (mask.cpu() != 0).sum(-1))
+    assert torch.equal(count.cpu(), (readable(mask.cpu()) != 0).sum(-1))
     slots = torch.arange(k).expand(lead + (k,))
     assert torch.equal(valid.cpu(), slots < want_count.clamp(max=k).unsqueeze(-1))
     assert torch.equal(valid, indices >= 0)
@@ -88,8 +99,11 @@ def test_integer_masks_count_nonzero_as_true(dtype):
 def test_extreme_integer_values_are_true():
     for dtype in MASK_DTYPES[1:]:
         info_ = torch.iinfo(dtype)
-        mask = torch.tensor([0, info_.min, 0, info_.max, 1, 0], dtype=dtype)
-        want = [i for i, v in enumerate(mask.tolist()) if v != 0]
+        # Built through int64 (barebones dtypes: two's complement, uint64's
+        # maximum is -1 there).
+        values = [0, info_.min, 0, info_.max if dtype != torch.uint64 else -1, 1, 0]
+        mask = torch.tensor(values, dtype=torch.int64).to(dtype)
+        want = [i for i, v in enumerate(values) if v != 0]
         indices, valid, count = syncfree.compact(mask, 6)
         assert indices.tolist() == want + [-1] * (6 - len(want))
         assert int(count) == len(want)
@@ -248,6 +262,10 @@ BAD = [
     (lambda: OPS.compact(torch.zeros(3, dtype=torch.float64), 1), r"^syncfree\.compact: mask must be bool or an integer tensor .*Double"),
     (lambda: OPS.compact(torch.empty(3, 4, device="meta"), 1), r"^syncfree\.compact: mask must be bool or an integer tensor .*Float"),
     (lambda: OPS.compact(torch.ones(3, dtype=torch.bool), -5), r"^syncfree\.compact: size must be >= 0, got -5"),
+    # An allocation that fails is an OutOfMemoryError (a RuntimeError) that
+    # names the op and the argument; 2^40 slots need 9 TB for the indices.
+    (lambda: syncfree.compact(torch.ones(10, dtype=torch.bool), 2**40),
+     r"^syncfree\.compact: size = 1099511627776 for mask of shape \[10\] needs 8796093022208 bytes for indices on cpu, more than could be allocated"),
 ]
 
 

@@ -49,6 +49,15 @@ def test_bad_arguments(kwargs, message, device):
         call(**kwargs)
 
 
+def test_outputs_too_large_for_memory():
+    """An allocation that fails is an OutOfMemoryError naming the op and the
+    argument (2^40 slots per row need 18 TB for the indices of two rows)."""
+    with pytest.raises(torch.OutOfMemoryError,
+                       match=r"^syncfree\.nms: max_output = 1099511627776 for scores of shape \[2, 10\] needs "
+                             r"17592186044416 bytes for indices on cpu, more than could be allocated"):
+        call(max_output=1 << 40)
+
+
 def test_mixed_devices():
     with pytest.raises(RuntimeError, match=r"^syncfree\.nms: scores must be on the boxes' device meta, got cpu"):
         call(boxes=BOXES.to("meta"))
