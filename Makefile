@@ -56,8 +56,11 @@ CMAKE_FLAGS ?=
 # compilations: the wheel check's build (setup.py, the same CMake build)
 # reuses the objects of the build tree's, compiled from the same sources with
 # the same flags. CMake reads the launchers from the environment when it
-# configures a build tree. The GPU check's rehearsal builds without it: its
-# build time stands for a bare GPU machine's.
+# configures a build tree. The GPU check's rehearsal compiles everything all
+# the same (CCACHE_RECACHE: its build time stands for a bare GPU machine's)
+# and stores the objects: the framework-free CUDA kernels and their tests
+# compile with the same command against any torch, so the next CUDA leg
+# takes them from the cache.
 ifneq ($(shell command -v ccache 2>/dev/null),)
 CMAKE_CXX_COMPILER_LAUNCHER ?= ccache
 CMAKE_CUDA_COMPILER_LAUNCHER ?= ccache
@@ -143,7 +146,7 @@ REHEARSE_PYTHON := $(CURDIR)/.venv/torch-$(REHEARSE_TORCH)/bin/python
 rehearse:
 	@$(MAKE) --no-print-directory setup TORCH=$(REHEARSE_TORCH)
 	scripts/device-check.sh --prepare
-	CCACHE_DISABLE=1 PYTHON=$(REHEARSE_PYTHON) BUILD=$(REHEARSE_BUILD) OUT=$(REHEARSE_BUILD)/out PHASE=all \
+	CCACHE_RECACHE=1 PYTHON=$(REHEARSE_PYTHON) BUILD=$(REHEARSE_BUILD) OUT=$(REHEARSE_BUILD)/out PHASE=all \
 	  JOBS=$(JOBS) scripts/device-check.sh --rehearse
 	PYTHON=$(REHEARSE_PYTHON) $(REHEARSE_PYTHON) -m pytest -q -p no:cacheprovider tests/scripts
 

@@ -61,13 +61,14 @@ def tiny_model(kind="faster", batch_norm_head=False, num_classes=4):
     raise ValueError(kind)
 
 
-def named_model(name, num_classes=5):
-    """One of torchvision's detection builders, untrained, resizing nothing at ``H x W``."""
+def named_model(name, num_classes=5, **kwargs):
+    """One of torchvision's detection builders, untrained, resizing nothing at ``H x W``;
+    ``kwargs`` go to the builder (the model's constructor)."""
     torchvision_or_skip()
     from torchvision.models import detection
 
     torch.manual_seed(0)
-    model = getattr(detection, name)(weights=None, weights_backbone=None, num_classes=num_classes)
+    model = getattr(detection, name)(weights=None, weights_backbone=None, num_classes=num_classes, **kwargs)
     model.transform.min_size = (H,)
     model.transform.max_size = W
     return model

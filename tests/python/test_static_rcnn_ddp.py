@@ -131,7 +131,7 @@ def _launch(out_dir):
     return results
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def ddp_run(tmp_path_factory):
     torchvision_or_skip()
     _require_gloo()
@@ -146,7 +146,14 @@ def ddp_run(tmp_path_factory):
             os.remove(os.path.join(out_dir, name))
 
 
-def test_ddp_gradients_equal_single_process_mean_of_halves(ddp_run):
+# One test for the one launch: pytest-xdist would run two tests that share the
+# module's fixture on two workers, each launching its own pair of processes.
+def test_ddp_gradients_equal_single_process_then_ranks_train_identically(ddp_run):
+    check_gradients_equal_single_process_mean_of_halves(ddp_run)
+    check_ranks_train_and_stay_identical(ddp_run)
+
+
+def check_gradients_equal_single_process_mean_of_halves(ddp_run):
     grads = torch.load(os.path.join(ddp_run["dir"], "grads.pt"))
     ddp, reference = grads["ddp"], grads["reference"]
     assert ddp.keys() == reference.keys() and len(ddp) > 100  # every parameter of the detector has a gradient
@@ -163,7 +170,7 @@ def test_ddp_gradients_equal_single_process_mean_of_halves(ddp_run):
     assert ddp_run["compiled_frames"] >= 1  # the DDP step ran compiled
 
 
-def test_ddp_trains_and_ranks_stay_identical(ddp_run):
+def check_ranks_train_and_stay_identical(ddp_run):
     losses = ddp_run["losses"]  # [rank][step] -> {name: value}
     assert len(losses) == WORLD and all(len(per_rank) == TRAIN_STEPS for per_rank in losses)
     for per_rank in losses:
