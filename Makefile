@@ -60,11 +60,15 @@ CMAKE_FLAGS ?=
 # the same (CCACHE_RECACHE: its build time stands for a bare GPU machine's)
 # and stores the objects: the framework-free CUDA kernels and their tests
 # compile with the same command against any torch, so the next CUDA leg
-# takes them from the cache.
+# takes them from the cache. CCACHE_NOHASHDIR: ccache reads nvcc's -gencode
+# as -g (debug information) and so keys each CUDA object by the build
+# directory, which would keep every other build tree from its objects; the
+# builds here carry no debug information.
 ifneq ($(shell command -v ccache 2>/dev/null),)
 CMAKE_CXX_COMPILER_LAUNCHER ?= ccache
 CMAKE_CUDA_COMPILER_LAUNCHER ?= ccache
-export CMAKE_CXX_COMPILER_LAUNCHER CMAKE_CUDA_COMPILER_LAUNCHER
+CCACHE_NOHASHDIR ?= 1
+export CMAKE_CXX_COMPILER_LAUNCHER CMAKE_CUDA_COMPILER_LAUNCHER CCACHE_NOHASHDIR
 endif
 BENCH_ARGS ?=
 FUZZ_SECONDS ?= 60

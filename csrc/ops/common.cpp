@@ -137,11 +137,18 @@ std::string byte_count(at::IntArrayRef sizes, int64_t element) {
 
 }  // namespace
 
-at::Tensor allocate(const char* op, Subject subject, const std::string& what,
+at::Tensor allocate(const char* op, Subject subject, const char* what,
                     at::SymIntArrayRef sizes, const at::TensorOptions& options) {
   try {
     return at::empty_symint(sizes, options);
   } catch (const c10::Error& e) {
+    // What allocators raise: a plain c10::Error (the CPU allocator) or an
+    // OutOfMemoryError. Other kinds (a CUDA error that surfaces here, say)
+    // are not about memory: they pass unchanged.
+    if (typeid(e) != typeid(c10::Error) &&
+        dynamic_cast<const c10::OutOfMemoryError*>(&e) == nullptr) {
+      throw;
+    }
     const auto concrete = c10::asIntArrayRefSlowOpt(sizes);
     const std::string bytes =
         concrete.has_value()

@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <typeinfo>
 #include <tuple>
 #include <vector>
 
@@ -87,7 +88,7 @@ std::vector<c10::SymInt> sampled_feature_sizes(const at::Tensor& features,
 // memory, e.g. "num_samples = 1099511627776" or "labels of shape [2, 10]".
 // The subject is built only when the allocation fails.
 using Subject = c10::function_ref<std::string()>;
-at::Tensor allocate(const char* op, Subject subject, const std::string& what,
+at::Tensor allocate(const char* op, Subject subject, const char* what,
                     at::SymIntArrayRef sizes, const at::TensorOptions& options);
 
 // A byte workspace of `bytes` bytes on `like`'s device (failures as above).
@@ -106,9 +107,11 @@ std::tuple<at::Tensor, at::Tensor> empty_sample_outputs(const char* op, const at
 // Runs `call` (a call of the public op `inner` made on behalf of the public
 // op `op`, e.g. balanced_sample from balanced_sample_gather): an error it
 // reports as "syncfree.<inner>: ..." is reported as "syncfree.<op>: ...",
-// of the same kind (OutOfMemoryError, ValueError, ...: the Python exception
-// type is kept), so that the error names the op the user called. Errors of
-// torch's own (without that prefix) pass unchanged.
+// of the same kind (c10::Error, OutOfMemoryError, IndexError, ValueError,
+// TypeError, NotImplementedError: the Python exception type is kept), so
+// that the error names the op the user called. Errors of torch's own
+// (without that prefix) and errors of other kinds (none of syncfree's) pass
+// unchanged.
 template <typename F>
 auto on_behalf_of(const char* op, const char* inner, const F& call) -> decltype(call());
 // The message of `e` under `op`'s name, or nothing when `e` is not inner's.
@@ -133,7 +136,7 @@ auto on_behalf_of(const char* op, const char* inner, const F& call) -> decltype(
   SYNCFREE_RETHROW_AS(NotImplementedError)
   catch (const c10::Error& e) {  // RuntimeError in Python
     const auto message = renamed_message(op, inner, e);
-    if (!message.has_value()) throw;
+    if (!message.has_value() || typeid(e) != typeid(c10::Error)) throw;
     TORCH_CHECK(false, *message);
   }
 #undef SYNCFREE_RETHROW_AS

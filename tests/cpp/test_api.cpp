@@ -370,6 +370,13 @@ TEST(Api, ErrorsOfAnInnerOpNameTheOpCalled) {
               on_behalf_of(op, inner, [] { TORCH_CHECK(false, "syncfree.balanced_sample_x: y"); });
             }),
             "syncfree.balanced_sample_x: y");
+  // A kind that syncfree never raises: unchanged, and still of its kind.
+  EXPECT_EQ(message_of<c10::LinAlgError>([&] {
+              on_behalf_of(op, inner, [] {
+                TORCH_CHECK_WITH(LinAlgError, false, "syncfree.balanced_sample: singular");
+              });
+            }),
+            "syncfree.balanced_sample: singular");
   // A value passes through.
   EXPECT_EQ(on_behalf_of(op, inner, [] { return 7; }), 7);
 }

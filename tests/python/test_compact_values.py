@@ -102,10 +102,16 @@ def test_extreme_integer_values_are_true():
         # Built through int64 (barebones dtypes: two's complement, uint64's
         # maximum is -1 there).
         values = [0, info_.min, 0, info_.max if dtype != torch.uint64 else -1, 1, 0]
+        # Only high bits set: a kernel that narrowed the value before testing
+        # it would read these as zero.
+        values += {torch.uint16: [1 << 8, 1 << 15], torch.uint32: [1 << 16, 1 << 31],
+                   torch.uint64: [1 << 32, -(1 << 63)], torch.int16: [1 << 8], torch.int32: [1 << 16],
+                   torch.int64: [1 << 32, -(1 << 63)]}.get(dtype, []) + [0]
         mask = torch.tensor(values, dtype=torch.int64).to(dtype)
         want = [i for i, v in enumerate(values) if v != 0]
-        indices, valid, count = syncfree.compact(mask, 6)
-        assert indices.tolist() == want + [-1] * (6 - len(want))
+        k = len(values)
+        indices, valid, count = syncfree.compact(mask, k)
+        assert indices.tolist() == want + [-1] * (k - len(want))
         assert int(count) == len(want)
 
 
@@ -262,11 +268,16 @@ BAD = [
     (lambda: OPS.compact(torch.zeros(3, dtype=torch.float64), 1), r"^syncfree\.compact: mask must be bool or an integer tensor .*Double"),
     (lambda: OPS.compact(torch.empty(3, 4, device="meta"), 1), r"^syncfree\.compact: mask must be bool or an integer tensor .*Float"),
     (lambda: OPS.compact(torch.ones(3, dtype=torch.bool), -5), r"^syncfree\.compact: size must be >= 0, got -5"),
-    # An allocation that fails is an OutOfMemoryError (a RuntimeError) that
-    # names the op and the argument; 2^40 slots need 9 TB for the indices.
-    (lambda: syncfree.compact(torch.ones(10, dtype=torch.bool), 2**40),
-     r"^syncfree\.compact: size = 1099511627776 for mask of shape \[10\] needs 8796093022208 bytes for indices on cpu, more than could be allocated"),
 ]
+
+
+def test_outputs_too_large_for_memory():
+    """An allocation that fails is an OutOfMemoryError naming the op and the
+    argument: 2^40 slots need 9 TB for the indices."""
+    with pytest.raises(torch.OutOfMemoryError,
+                       match=r"^syncfree\.compact: size = 1099511627776 for mask of shape \[10\] needs "
+                             r"8796093022208 bytes for indices on cpu, more than could be allocated"):
+        syncfree.compact(torch.ones(10, dtype=torch.bool), 2**40)
 
 
 @pytest.mark.parametrize("call, pattern", BAD, ids=[str(i) for i in range(len(BAD))])
