@@ -58,9 +58,10 @@ CMAKE_FLAGS ?=
 # the same flags. CMake reads the launchers from the environment when it
 # configures a build tree. The GPU check's rehearsal compiles everything all
 # the same (CCACHE_RECACHE: its build time stands for a bare GPU machine's)
-# and stores the objects: the framework-free CUDA kernels and their tests
-# compile with the same command against any torch, so the next CUDA leg
-# takes them from the cache. CCACHE_NOHASHDIR: ccache reads nvcc's -gencode
+# and stores the objects: the framework-free CUDA kernels compile with the
+# same command against any torch, so the next CUDA leg takes them from the
+# cache (not their tests: the rehearsal builds GoogleTest from source, as the
+# GPU machine does, and so compiles them with other include paths). CCACHE_NOHASHDIR: ccache reads nvcc's -gencode
 # as -g (debug information) and so keys each CUDA object by the build
 # directory, which would keep every other build tree from its objects; the
 # builds here carry no debug information.
