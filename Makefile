@@ -61,10 +61,11 @@ CMAKE_FLAGS ?=
 # and stores the objects: the framework-free CUDA kernels compile with the
 # same command against any torch, so the next CUDA leg takes them from the
 # cache (not their tests: the rehearsal builds GoogleTest from source, as the
-# GPU machine does, and so compiles them with other include paths). CCACHE_NOHASHDIR: ccache reads nvcc's -gencode
-# as -g (debug information) and so keys each CUDA object by the build
-# directory, which would keep every other build tree from its objects; the
-# builds here carry no debug information.
+# GPU machine does, and so compiles them with other include paths).
+# CCACHE_NOHASHDIR: ccache reads nvcc's -gencode as -g (debug information)
+# and so keys each CUDA object by the build directory, which would keep every
+# other build tree from its objects; the builds here carry no debug
+# information.
 ifneq ($(shell command -v ccache 2>/dev/null),)
 CMAKE_CXX_COMPILER_LAUNCHER ?= ccache
 CMAKE_CUDA_COMPILER_LAUNCHER ?= ccache

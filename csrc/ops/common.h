@@ -21,7 +21,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <typeinfo>
 #include <tuple>
 #include <vector>
 
@@ -114,32 +113,17 @@ std::tuple<at::Tensor, at::Tensor> empty_sample_outputs(const char* op, const at
 // unchanged.
 template <typename F>
 auto on_behalf_of(const char* op, const char* inner, const F& call) -> decltype(call());
-// The message of `e` under `op`'s name, or nothing when `e` is not inner's.
-c10::optional<std::string> renamed_message(const char* op, const char* inner,
-                                           const c10::Error& e);
+// What on_behalf_of does with `e`, the error being handled: called from its
+// catch block only (an unchanged error is rethrown with `throw;`).
+[[noreturn]] void rethrow_on_behalf_of(const char* op, const char* inner, const c10::Error& e);
 
 template <typename F>
 auto on_behalf_of(const char* op, const char* inner, const F& call) -> decltype(call()) {
   try {
     return call();
+  } catch (const c10::Error& e) {
+    rethrow_on_behalf_of(op, inner, e);
   }
-#define SYNCFREE_RETHROW_AS(KIND)                                  \
-  catch (const c10::KIND& e) {                                     \
-    const auto message = renamed_message(op, inner, e);            \
-    if (!message.has_value()) throw;                               \
-    TORCH_CHECK_WITH(KIND, false, *message);                       \
-  }
-  SYNCFREE_RETHROW_AS(OutOfMemoryError)
-  SYNCFREE_RETHROW_AS(IndexError)
-  SYNCFREE_RETHROW_AS(ValueError)
-  SYNCFREE_RETHROW_AS(TypeError)
-  SYNCFREE_RETHROW_AS(NotImplementedError)
-  catch (const c10::Error& e) {  // RuntimeError in Python
-    const auto message = renamed_message(op, inner, e);
-    if (!message.has_value() || typeid(e) != typeid(c10::Error)) throw;
-    TORCH_CHECK(false, *message);
-  }
-#undef SYNCFREE_RETHROW_AS
 }
 
 // --- the dispatcher ------------------------------------------------------------------

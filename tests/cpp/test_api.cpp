@@ -336,47 +336,46 @@ std::string message_of(const F& f) {
   return "nothing thrown";
 }
 
+// The message of the error of kind E that `raise` throws when it runs on
+// behalf of balanced_sample_gather as balanced_sample.
+template <typename E, typename F>
+std::string through_gather(const F& raise) {
+  return message_of<E>(
+      [&] { syncfree::ops::on_behalf_of("balanced_sample_gather", "balanced_sample", raise); });
+}
+
 }  // namespace
 
 TEST(Api, ErrorsOfAnInnerOpNameTheOpCalled) {
-  using syncfree::ops::on_behalf_of;
-  const char* op = "balanced_sample_gather";
-  const char* inner = "balanced_sample";
-  EXPECT_EQ(message_of<c10::ValueError>([&] {
-              on_behalf_of(op, inner, [] { TORCH_CHECK_VALUE(false, "syncfree.balanced_sample: bad value"); });
-            }),
+  EXPECT_EQ(through_gather<c10::ValueError>(
+                [] { TORCH_CHECK_VALUE(false, "syncfree.balanced_sample: bad value"); }),
             "syncfree.balanced_sample_gather: bad value");
-  EXPECT_EQ(message_of<c10::OutOfMemoryError>([&] {
-              on_behalf_of(op, inner, [] {
-                TORCH_CHECK_WITH(OutOfMemoryError, false, "syncfree.balanced_sample: needs 8 bytes");
-              });
+  EXPECT_EQ(through_gather<c10::OutOfMemoryError>([] {
+              TORCH_CHECK_WITH(OutOfMemoryError, false, "syncfree.balanced_sample: needs 8 bytes");
             }),
             "syncfree.balanced_sample_gather: needs 8 bytes");
-  EXPECT_EQ(message_of<c10::Error>([&] {
-              on_behalf_of(op, inner, [] { TORCH_CHECK(false, "syncfree.balanced_sample: too large"); });
-            }),
+  EXPECT_EQ(through_gather<c10::Error>(
+                [] { TORCH_CHECK(false, "syncfree.balanced_sample: too large"); }),
             "syncfree.balanced_sample_gather: too large");
   // A plain c10::Error stays one (RuntimeError), not a subclass.
-  EXPECT_EQ(message_of<c10::ValueError>([&] {
-              on_behalf_of(op, inner, [] { TORCH_CHECK(false, "syncfree.balanced_sample: x"); });
-            }).rfind("another exception: ", 0),
+  EXPECT_EQ(through_gather<c10::ValueError>(
+                [] { TORCH_CHECK(false, "syncfree.balanced_sample: x"); })
+                .rfind("another exception: ", 0),
             0u);
   // Not the inner op's: unchanged, of the same kind.
-  EXPECT_EQ(message_of<c10::IndexError>([&] {
-              on_behalf_of(op, inner, [] { TORCH_CHECK_INDEX(false, "index 3 is out of bounds"); });
-            }),
+  EXPECT_EQ(through_gather<c10::IndexError>(
+                [] { TORCH_CHECK_INDEX(false, "index 3 is out of bounds"); }),
             "index 3 is out of bounds");
-  EXPECT_EQ(message_of<c10::Error>([&] {
-              on_behalf_of(op, inner, [] { TORCH_CHECK(false, "syncfree.balanced_sample_x: y"); });
-            }),
+  EXPECT_EQ(through_gather<c10::Error>(
+                [] { TORCH_CHECK(false, "syncfree.balanced_sample_x: y"); }),
             "syncfree.balanced_sample_x: y");
   // A kind that syncfree never raises: unchanged, and still of its kind.
-  EXPECT_EQ(message_of<c10::LinAlgError>([&] {
-              on_behalf_of(op, inner, [] {
-                TORCH_CHECK_WITH(LinAlgError, false, "syncfree.balanced_sample: singular");
-              });
+  EXPECT_EQ(through_gather<c10::LinAlgError>([] {
+              TORCH_CHECK_WITH(LinAlgError, false, "syncfree.balanced_sample: singular");
             }),
             "syncfree.balanced_sample: singular");
   // A value passes through.
-  EXPECT_EQ(on_behalf_of(op, inner, [] { return 7; }), 7);
+  EXPECT_EQ(syncfree::ops::on_behalf_of("balanced_sample_gather", "balanced_sample",
+                                        [] { return 7; }),
+            7);
 }
