@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "compact.h"
+#include "label_compaction.h"
 #include "permutation.h"
 #include "row_plan.h"
 

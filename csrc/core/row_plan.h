@@ -6,7 +6,8 @@
 // negative rank pi'(t - num_pos). pi and pi' are permutations of the P
 // positives and Q negatives, so {pi(0..num_pos-1)} is a uniform subset and
 // sigma a uniform interleaving. Ranks count in index order within a class;
-// turning a rank into an index is the backend's job (compact.h on the CPU).
+// turning a rank into an index is the backend's job (label_compaction.h on
+// the CPU).
 //
 // Permutations that cannot change the distribution are skipped (exactly, not
 // approximately): pi when all positives are taken (sigma already orders them

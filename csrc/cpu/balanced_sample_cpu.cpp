@@ -1,6 +1,6 @@
 // CPU backend of syncfree::balanced_sample: the torch adapter around the
 // framework-free core. Three parallel phases over a uint16 workspace of one
-// entry per label (core/compact.h):
+// entry per label (core/label_compaction.h):
 //   1. compact every (row, chunk) pair, recording per-chunk class counts;
 //   2. turn each row's counts into prefix sums;
 //   3. fill every (row, block of slots) pair from the row's plan.
@@ -15,7 +15,7 @@
 #include <memory>
 #include <optional>
 
-#include "core/compact.h"
+#include "core/label_compaction.h"
 #include "core/host_sampler.h"
 #include "core/row_plan.h"
 #include "cpu/common.h"

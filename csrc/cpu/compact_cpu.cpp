@@ -1,5 +1,5 @@
 // CPU backend of syncfree::compact: the torch adapter around the
-// framework-free rule (core/mask_compact.h).
+// framework-free rule (core/compact.h).
 //
 // Rows of at most kRowChunk elements, or at least as many rows as threads:
 // one pass per row (branch-free writes up to K, then counting only), rows in
@@ -21,7 +21,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/mask_compact.h"
+#include "core/compact.h"
 #include "cpu/common.h"
 #include "ops/compact.h"
 

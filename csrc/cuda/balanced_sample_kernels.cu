@@ -3,7 +3,7 @@
 
 #include <new>
 
-#include "core/compact.h"
+#include "core/label_compaction.h"
 #include "core/labels.h"
 #include "core/row_plan.h"
 
@@ -55,9 +55,9 @@ size_t layout_bytes(int64_t rows, int64_t n) {
 // Block-wide, order-preserving compaction of row[0..len) (len <= 65536: uint16 offsets)
 // into work[0..len) (global or shared memory): positives' offsets at the
 // front, negatives' at the back in reverse, the layout the CPU writes
-// (core/compact.h). Every thread gets the class counts; the block ends
-// synchronized (work is complete). blockDim.x must be a multiple of 32, at
-// most kCompactThreads; warp_counts holds kMaxWarps entries.
+// (core/label_compaction.h). Every thread gets the class counts; the block
+// ends synchronized (work is complete). blockDim.x must be a multiple of 32,
+// at most kCompactThreads; warp_counts holds kMaxWarps entries.
 //
 // A round covers blockDim.x * kCompactItems consecutive labels, warp w the
 // w-th run of 32 * kCompactItems of them, in kCompactItems steps of 32

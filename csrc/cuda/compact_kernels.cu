@@ -1,7 +1,7 @@
 // CUDA kernels of compact (framework-free: no torch header).
 #include "cuda/compact_kernels.h"
 
-#include "core/mask_compact.h"
+#include "core/compact.h"
 
 namespace syncfree {
 namespace cuda {

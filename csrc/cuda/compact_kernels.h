@@ -2,7 +2,7 @@
 // struct and a stream; no torch header. The torch adapter (compact_cuda.cpp)
 // and the standalone CUDA tests both call it.
 //
-// The rule is core/mask_compact.h's, the results the CPU's. Rows of at most
+// The rule is core/compact.h's, the results the CPU's. Rows of at most
 // kCompactOneLaunchMaxN elements take one launch: a block per row walks the
 // row in rounds, ranks each true element with warp ballots and a scan over
 // the block's warps, writes the positions of rank < K straight into the

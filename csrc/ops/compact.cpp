@@ -1,6 +1,6 @@
 // compact: schema (written once), argument checks, the Meta kernel and the
 // C++ API. The CPU kernel lives in csrc/cpu/compact_cpu.cpp, the CUDA one in
-// csrc/cuda/compact_cuda.cpp, the rule in csrc/core/mask_compact.h.
+// csrc/cuda/compact_cuda.cpp, the rule in csrc/core/compact.h.
 #include "ops/compact.h"
 
 #include "ops/common.h"

@@ -8,7 +8,7 @@
 #include <set>
 #include <vector>
 
-#include "core/compact.h"
+#include "core/label_compaction.h"
 #include "core/host_sampler.h"
 #include "core/host_stratified.h"
 #include "core/labels.h"

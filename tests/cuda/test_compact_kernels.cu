@@ -1,5 +1,5 @@
 // Standalone tests of the framework-free compact kernels (no torch): the GPU
-// output must equal the CPU core's (core/mask_compact.h), on both launch
+// output must equal the CPU core's (core/compact.h), on both launch
 // paths, for every mask type, strides included. Skipped without a GPU.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -11,7 +11,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/mask_compact.h"
+#include "core/compact.h"
 #include "cuda/compact_kernels.h"
 
 using namespace syncfree;

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "core/compact.h"
+#include "core/label_compaction.h"
 #include "core/host_sampler.h"
 #include "cuda/balanced_sample_kernels.h"
 #include "cuda/gather_sampled_kernels.h"

@@ -1,4 +1,4 @@
-// Unit tests of core/mask_compact.h (no torch): the compaction of a mask row
+// Unit tests of core/compact.h (no torch): the compaction of a mask row
 // against a plain loop, every room size around the write loop's block,
 // strides, chunked rows written at their prefix offsets.
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "core/mask_compact.h"
+#include "core/compact.h"
 
 using namespace syncfree;
 

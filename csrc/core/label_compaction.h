@@ -1,0 +1,113 @@
+// The balanced sampler's compaction of a label row into its positives and
+// negatives: chunked, order-preserving (the `compact` op's rule is compact.h).
+//
+// A row of n labels is cut into chunks of kChunk elements (the last may be
+// shorter). Chunk c, covering [c*kChunk, c*kChunk + len), owns the same range
+// of a uint16 workspace: its positives' offsets within the chunk go to the
+// front in increasing order, its negatives' offsets to the back in decreasing
+// order (the j-th negative at position len-1-j). Chunks are independent, so
+// they can be compacted in parallel; the workspace costs 2 bytes per label
+// whatever n is.
+//
+// After the per-chunk counts are turned into exclusive prefix sums (nchunks+1
+// entries per class, the last being the row's total), rank r of a class maps to
+// an index with one binary search over the chunks and one workspace read.
+// The mapping is exact and order-preserving, so it does not depend on the
+// chunk size: every backend that maps ranks in index order agrees.
+#pragma once
+
+#include <cstdint>
+
+#include "labels.h"
+#include "platform.h"
+
+namespace syncfree {
+namespace core {
+
+constexpr int64_t kChunk = int64_t{1} << 16;
+
+SYNCFREE_HD int64_t num_chunks(int64_t n, int64_t chunk = kChunk) { return (n + chunk - 1) / chunk; }
+
+// Compacts labels[0], labels[stride], ..., labels[(len-1)*stride] (len <= kChunk)
+// into work[0..len) and returns the class counts of the chunk.
+template <typename T>
+inline void compact_chunk(const T* labels, int64_t stride, int64_t len, int64_t negative_label,
+                          uint16_t* work, int64_t* num_pos, int64_t* num_neg) {
+  int64_t p = 0;
+  int64_t q = 0;
+  uint16_t* back = work + len - 1;
+  // Branch-free: both writes always happen; a slot written by the wrong class
+  // is overwritten later or lies outside the final [0, p) and [len-q, len).
+  auto body = [&](int64_t i, T v) {
+    bool pos, neg;
+    classify(v, negative_label, &pos, &neg);
+    work[p] = static_cast<uint16_t>(i);
+    back[-q] = static_cast<uint16_t>(i);
+    p += pos;
+    q += neg;
+  };
+  if (stride == 1) {
+    for (int64_t i = 0; i < len; ++i) body(i, labels[i]);
+  } else {
+    for (int64_t i = 0; i < len; ++i) body(i, labels[i * stride]);
+  }
+  *num_pos = p;
+  *num_neg = q;
+}
+
+// Per-chunk counts stored at prefix[1..chunks] -> exclusive prefix sums in
+// prefix[0..chunks] (prefix[chunks] is the row's total).
+SYNCFREE_HD void counts_to_prefix(int64_t* prefix, int64_t chunks) {
+  prefix[0] = 0;
+  for (int64_t c = 1; c <= chunks; ++c) prefix[c] += prefix[c - 1];
+}
+
+// One whole row, serially: every chunk compacted, then the prefix sums
+// (pos_prefix and neg_prefix hold num_chunks(n) + 1 entries each).
+template <typename T>
+inline void compact_row(const T* labels, int64_t stride, int64_t n, int64_t negative_label,
+                        uint16_t* work, int64_t* pos_prefix, int64_t* neg_prefix) {
+  const int64_t chunks = num_chunks(n);
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t start = c * kChunk;
+    compact_chunk(labels + start * stride, stride, (n - start) < kChunk ? (n - start) : kChunk,
+                  negative_label, work + start, &pos_prefix[c + 1], &neg_prefix[c + 1]);
+  }
+  counts_to_prefix(pos_prefix, chunks);
+  counts_to_prefix(neg_prefix, chunks);
+}
+
+// Read-only view of one compacted row.
+struct CompactRow {
+  const uint16_t* work;        // n entries
+  const int64_t* pos_prefix;   // nchunks + 1 entries
+  const int64_t* neg_prefix;   // nchunks + 1 entries
+  int64_t n;
+  int64_t nchunks;
+  int64_t chunk = kChunk;      // labels per chunk (the CUDA three-launch path uses fewer)
+
+  SYNCFREE_HD int64_t num_positive() const { return pos_prefix[nchunks]; }
+  SYNCFREE_HD int64_t num_negative() const { return neg_prefix[nchunks]; }
+
+  // Index of the positive (or negative) of the given rank; rank < class count.
+  SYNCFREE_HD int64_t index_of(int64_t rank, bool positive) const {
+    const int64_t* prefix = positive ? pos_prefix : neg_prefix;
+    // Branch-free search for the largest c with prefix[c] <= rank; that
+    // chunk holds the rank (empty chunks have prefix[c + 1] == prefix[c]).
+    int64_t lo = 0;
+    int64_t span = nchunks;
+    while (span > 1) {
+      const int64_t half = span / 2;
+      lo = prefix[lo + half] <= rank ? lo + half : lo;
+      span -= half;
+    }
+    const int64_t start = lo * chunk;
+    const int64_t j = rank - prefix[lo];
+    const int64_t len = (n - start) < chunk ? (n - start) : chunk;
+    const int64_t offset = positive ? work[start + j] : work[start + len - 1 - j];
+    return start + offset;
+  }
+};
+
+}  // namespace core
+}  // namespace syncfree
