@@ -10,7 +10,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "host_sampler.h"
+#include "host_permutation.h"
+#include "host_simd.h"
 #include "permutation.h"
 #include "stratified.h"
 

@@ -15,8 +15,9 @@
 #include <memory>
 #include <optional>
 
-#include "core/label_compaction.h"
 #include "core/host_sampler.h"
+#include "core/host_simd.h"
+#include "core/label_compaction.h"
 #include "core/row_plan.h"
 #include "cpu/common.h"
 #include "ops/balanced_sample.h"

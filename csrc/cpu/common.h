@@ -51,7 +51,7 @@ void draw_seed(const char* op, const c10::optional<int64_t>& seed,
 // benchmark machine; measured on one thread: compaction 1.0 ns per label, the
 // slots 10 to 14 ns each, the gather of 64-byte feature rows 4 to 7 ns per
 // slot while the features fit in the caches, up to 25 ns beyond). The
-// AVX-512 paths (core/host_sampler.h) have since made compaction of int64
+// AVX-512 paths (core/host_simd.h) have since made compaction of int64
 // labels about 0.45 ns per label and a slot 10 to 12 ns. kParallelWork was
 // measured against 4 x and 16 x larger values since (docs/benchmarks.md,
 // "Threading: where two threads pay"): the calls it splits took 0.45x to

@@ -8,9 +8,11 @@
 #include <set>
 #include <vector>
 
-#include "core/label_compaction.h"
+#include "core/host_permutation.h"
 #include "core/host_sampler.h"
+#include "core/host_simd.h"
 #include "core/host_stratified.h"
+#include "core/label_compaction.h"
 #include "core/labels.h"
 #include "core/permutation.h"
 #include "core/quota.h"

@@ -9,8 +9,8 @@
 #include <random>
 #include <vector>
 
-#include "core/label_compaction.h"
 #include "core/host_sampler.h"
+#include "core/label_compaction.h"
 #include "cuda/balanced_sample_kernels.h"
 #include "cuda/gather_sampled_kernels.h"
 

@@ -1,0 +1,303 @@
+// The host's vector paths (AVX2, AVX-512), chosen at run time: the Feistel
+// pass and the cycle walk of a Permutation, and the balanced sampler's chunk
+// compaction (label_compaction.h). Framework-free, not for device code.
+// Every path computes exactly what the scalar code does (Permutation::feistel,
+// compact_chunk: the same bits); the C++ tests (SimdPaths in
+// tests/cpp/test_core.cpp) run each path the CPU has against the scalar one.
+// The stratified sampler's vector passes are in host_stratified.h.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <type_traits>
+
+#include "label_compaction.h"
+#include "permutation.h"
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define SYNCFREE_HAVE_AVX2_PATH 1
+// Defined alike in every translation unit, CUDA ones included (nvcc 13
+// compiles the AVX-512 host code), so that each inline function below has
+// one definition.
+#define SYNCFREE_HAVE_AVX512_PATH 1
+#endif
+
+namespace syncfree {
+namespace core {
+
+// The paths, from the narrowest.
+enum class SimdPath : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+
+// The widest path this CPU runs (checked once).
+inline SimdPath cpu_simd_path() {
+  static const SimdPath best = [] {
+#ifdef SYNCFREE_HAVE_AVX512_PATH
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl"))
+      return SimdPath::kAvx512;
+#endif
+#ifdef SYNCFREE_HAVE_AVX2_PATH
+    if (__builtin_cpu_supports("avx2")) return SimdPath::kAvx2;
+#endif
+    return SimdPath::kScalar;
+  }();
+  return best;
+}
+
+// An upper bound on the path used (tests lower it to compare the paths).
+inline std::atomic<int>& simd_path_limit() {
+  static std::atomic<int> limit{static_cast<int>(SimdPath::kAvx512)};
+  return limit;
+}
+
+// The path the batched evaluations use: the CPU's widest, within the limit.
+inline SimdPath simd_path() {
+  const int best = static_cast<int>(cpu_simd_path());
+  const int limit = simd_path_limit().load(std::memory_order_relaxed);
+  return static_cast<SimdPath>(best < limit ? best : limit);
+}
+
+#ifdef SYNCFREE_HAVE_AVX2_PATH
+// One Feistel pass over values[0, count) with AVX2, four 64-bit lanes at a
+// time: the same arithmetic as Permutation::feistel (the 32x32->64 product is
+// vpmuludq; the bits above a half's mask never reach the result), so the
+// same bits.
+__attribute__((target("avx2"))) inline int64_t feistel_pass_avx2(const Permutation& perm,
+                                                                  int64_t* values, int64_t count) {
+  const __m256i lo_mask = _mm256_set1_epi64x(static_cast<int64_t>((uint64_t{1} << perm.lo_bits()) - 1));
+  const __m256i hi_mask = _mm256_set1_epi64x(static_cast<int64_t>((uint64_t{1} << perm.hi_bits()) - 1));
+  const __m128i shift = _mm_cvtsi32_si128(perm.lo_bits());
+  const __m256i mult = _mm256_set1_epi64x(0xCD9E8D57ll);
+  __m256i keys[kFeistelRounds];
+  for (int r = 0; r < kFeistelRounds; ++r)
+    keys[r] = _mm256_set1_epi64x(static_cast<int64_t>(perm.round_key(r)));
+  int64_t i = 0;
+  for (; i + 4 <= count; i += 4) {
+    const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(values + i));
+    __m256i lo = _mm256_and_si256(v, lo_mask);
+    __m256i hi = _mm256_srl_epi64(v, shift);
+    for (int r = 0; r < kFeistelRounds; r += 2) {
+      __m256i z = _mm256_mul_epu32(_mm256_xor_si256(lo, keys[r]), mult);
+      hi = _mm256_and_si256(_mm256_add_epi64(hi, _mm256_xor_si256(z, _mm256_srli_epi64(z, 32))),
+                            hi_mask);
+      z = _mm256_mul_epu32(_mm256_xor_si256(hi, keys[r + 1]), mult);
+      lo = _mm256_and_si256(_mm256_add_epi64(lo, _mm256_xor_si256(z, _mm256_srli_epi64(z, 32))),
+                            lo_mask);
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(values + i),
+                        _mm256_or_si256(_mm256_sll_epi64(hi, shift), lo));
+  }
+  return i;  // values [i, count) are left to the caller
+}
+#endif
+
+#ifdef SYNCFREE_HAVE_AVX512_PATH
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 warns inside its own AVX-512 intrinsics (_mm512_undefined_epi32).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+// The same pass with AVX-512F, eight 64-bit lanes at a time, five
+// instructions per half-round instead of six: the halves are masked only
+// where they enter the round function (vpternlogq: (half & mask) ^ key, in
+// one instruction) and at the end, since the low bits of a sum depend only on
+// the low bits of its terms; the product's two 32-bit halves are swapped
+// with a shuffle (port 5) rather than a shift (port 0, the multiplier's).
+// The network's constants, broadcast.
+struct FeistelAvx512 {
+  __m512i lo_mask, hi_mask, mult, keys[kFeistelRounds];
+  __m128i shift;
+};
+
+__attribute__((target("avx512f"))) inline FeistelAvx512 feistel_avx512_setup(
+    const Permutation& perm) {
+  FeistelAvx512 c;
+  c.lo_mask = _mm512_set1_epi64(static_cast<int64_t>((uint64_t{1} << perm.lo_bits()) - 1));
+  c.hi_mask = _mm512_set1_epi64(static_cast<int64_t>((uint64_t{1} << perm.hi_bits()) - 1));
+  c.shift = _mm_cvtsi32_si128(perm.lo_bits());
+  c.mult = _mm512_set1_epi64(0xCD9E8D57ll);
+  for (int r = 0; r < kFeistelRounds; ++r)
+    c.keys[r] = _mm512_set1_epi64(static_cast<int64_t>(perm.round_key(r)));
+  return c;
+}
+
+// One pass of the network over 8 values.
+__attribute__((target("avx512f"), always_inline)) inline __m512i feistel_avx512(
+    const FeistelAvx512& c, __m512i v) {
+  // (a & b) ^ c as a vpternlogq truth table (a: 0xF0, b: 0xCC, c: 0xAA).
+  constexpr int kAndXor = (0xF0 & 0xCC) ^ 0xAA;
+  __m512i lo = v;  // masked where used
+  __m512i hi = _mm512_srl_epi64(v, c.shift);
+  for (int r = 0; r < kFeistelRounds; r += 2) {
+    __m512i z = _mm512_mul_epu32(_mm512_ternarylogic_epi64(lo, c.lo_mask, c.keys[r], kAndXor), c.mult);
+    hi = _mm512_add_epi64(hi, _mm512_xor_si512(z, _mm512_shuffle_epi32(z, _MM_PERM_CDAB)));
+    z = _mm512_mul_epu32(_mm512_ternarylogic_epi64(hi, c.hi_mask, c.keys[r + 1], kAndXor), c.mult);
+    lo = _mm512_add_epi64(lo, _mm512_xor_si512(z, _mm512_shuffle_epi32(z, _MM_PERM_CDAB)));
+  }
+  return _mm512_or_si512(_mm512_sll_epi64(_mm512_and_si512(hi, c.hi_mask), c.shift),
+                         _mm512_and_si512(lo, c.lo_mask));
+}
+
+// The Feistel pass over values[0, count), all of them (the last 1..7 in
+// masked lanes).
+__attribute__((target("avx512f"))) inline int64_t feistel_pass_avx512(const Permutation& perm,
+                                                                      int64_t* values,
+                                                                      int64_t count) {
+  const FeistelAvx512 c = feistel_avx512_setup(perm);
+  int64_t i = 0;
+  // Two vectors per iteration: two independent chains of 8 half-rounds.
+  for (; i + 16 <= count; i += 16) {
+    const __m512i a = feistel_avx512(c, _mm512_loadu_si512(values + i));
+    const __m512i b = feistel_avx512(c, _mm512_loadu_si512(values + i + 8));
+    _mm512_storeu_si512(values + i, a);
+    _mm512_storeu_si512(values + i + 8, b);
+  }
+  for (; i + 8 <= count; i += 8)
+    _mm512_storeu_si512(values + i, feistel_avx512(c, _mm512_loadu_si512(values + i)));
+  if (i < count) {  // the last 1..7 values: masked lanes
+    const __mmask8 tail = static_cast<__mmask8>((1u << (count - i)) - 1);
+    _mm512_mask_storeu_epi64(values + i, tail, feistel_avx512(c, _mm512_maskz_loadu_epi64(tail, values + i)));
+    i = count;
+  }
+  return i;
+}
+
+// Packs the entries j < count of (positions, v) (positions null: j itself)
+// whose v >= n to the front of (pending, passed), in order, with full
+// 8-lane stores (room for count + 8 each); returns how many. In place is
+// fine: an entry moves to a position at most its own.
+__attribute__((target("avx512f,popcnt"))) inline int64_t cycle_walk_pack_avx512(
+    const int64_t* positions, const int64_t* v, int64_t count, __m512i n, int64_t* pending,
+    int64_t* passed) {
+  const __m512i eight = _mm512_set1_epi64(8);
+  int64_t out = 0;
+  __m512i at = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
+  for (int64_t j = 0; j < count; j += 8) {
+    const __mmask8 live = static_cast<__mmask8>(count - j >= 8 ? 0xFF : (1u << (count - j)) - 1);
+    const __m512i x = _mm512_maskz_loadu_epi64(live, v + j);
+    const __m512i where = positions ? _mm512_maskz_loadu_epi64(live, positions + j) : at;
+    const __mmask8 outside = _mm512_mask_cmpge_epu64_mask(live, x, n);
+    _mm512_storeu_si512(pending + out, _mm512_maskz_compress_epi64(outside, where));
+    _mm512_storeu_si512(passed + out, _mm512_maskz_compress_epi64(outside, x));
+    out += __builtin_popcount(outside);
+    at = _mm512_add_epi64(at, eight);
+  }
+  return out;
+}
+
+// Permutation::operator() over values[0, count) (each in [0, 2^m)): one
+// pass over all, then the values still outside [0, n) packed (vpcompressq)
+// with their positions in pending / passed (each with room for count + 8)
+// and passed again, until none is left.
+__attribute__((target("avx512f,popcnt"))) inline void cycle_walk_avx512(const Permutation& perm,
+                                                                 int64_t* values, int64_t count,
+                                                                 int64_t* pending,
+                                                                 int64_t* passed) {
+  feistel_pass_avx512(perm, values, count);
+  const __m512i n = _mm512_set1_epi64(perm.size());
+  int64_t num_pending = cycle_walk_pack_avx512(nullptr, values, count, n, pending, passed);
+  while (num_pending > 0) {
+    feistel_pass_avx512(perm, passed, num_pending);
+    for (int64_t j = 0; j < num_pending; ++j) values[pending[j]] = passed[j];
+    num_pending = cycle_walk_pack_avx512(pending, passed, num_pending, n, pending, passed);
+  }
+}
+
+// compact_chunk for contiguous int64 or int32 labels with AVX-512 (F, BW,
+// VL), 16 labels at a time: two comparisons give each class's 16-bit mask;
+// vpcompressd packs the class's offsets, which go to the front (positives)
+// or, reversed, to the back (negatives) with one masked 16-bit store each.
+// The entries written are exactly those compact_chunk leaves in [0, p) and
+// [len - q, len), in the same order (the region between is never read).
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl,popcnt"))) inline void compact_chunk_avx512(
+    const T* labels, int64_t len, int64_t negative_label, uint16_t* work, int64_t* num_pos,
+    int64_t* num_neg) {
+  static_assert(std::is_same<T, int64_t>::value || std::is_same<T, int32_t>::value, "");
+  int64_t p = 0;
+  int64_t q = 0;
+  const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+  const __m512i reverse = _mm512_set_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  int64_t i = 0;
+  for (; i + 16 <= len; i += 16) {
+    __mmask16 neg, nonneg;
+    if constexpr (std::is_same<T, int64_t>::value) {
+      const __m512i a = _mm512_loadu_si512(labels + i);
+      const __m512i b = _mm512_loadu_si512(labels + i + 8);
+      const __m512i nl = _mm512_set1_epi64(negative_label);
+      const __m512i zero = _mm512_setzero_si512();
+      neg = _mm512_kunpackb(_mm512_cmpeq_epi64_mask(b, nl), _mm512_cmpeq_epi64_mask(a, nl));
+      nonneg = _mm512_kunpackb(_mm512_cmpge_epi64_mask(b, zero), _mm512_cmpge_epi64_mask(a, zero));
+    } else {
+      const __m512i a = _mm512_loadu_si512(labels + i);
+      neg = _mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(static_cast<int32_t>(negative_label)));
+      nonneg = _mm512_cmpge_epi32_mask(a, _mm512_setzero_si512());
+    }
+    const __mmask16 pos = static_cast<__mmask16>(nonneg & ~neg);
+    const __m512i offsets = _mm512_add_epi32(iota, _mm512_set1_epi32(static_cast<int32_t>(i)));
+    const int np = __builtin_popcount(pos);
+    const int nn = __builtin_popcount(neg);
+    const __m256i front = _mm512_cvtepi32_epi16(_mm512_maskz_compress_epi32(pos, offsets));
+    _mm256_mask_storeu_epi16(work + p, static_cast<__mmask16>((1u << np) - 1), front);
+    // The j-th negative of the group goes to work[len - 1 - q - j]: lane 15 - j
+    // of a store at work + len - 16 - q (never below work: q <= i <= len - 16).
+    const __m256i back = _mm512_cvtepi32_epi16(
+        _mm512_permutexvar_epi32(reverse, _mm512_maskz_compress_epi32(neg, offsets)));
+    _mm256_mask_storeu_epi16(work + len - 16 - q, static_cast<__mmask16>(0xFFFF0000u >> nn), back);
+    p += np;
+    q += nn;
+  }
+  uint16_t* back = work + len - 1;
+  for (; i < len; ++i) {  // the tail, as compact_chunk
+    bool is_pos, is_neg;
+    classify(labels[i], negative_label, &is_pos, &is_neg);
+    work[p] = static_cast<uint16_t>(i);
+    back[-q] = static_cast<uint16_t>(i);
+    p += is_pos;
+    q += is_neg;
+  }
+  *num_pos = p;
+  *num_neg = q;
+}
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+#endif
+
+// compact_chunk (the same workspace entries and counts), with AVX-512 for
+// contiguous int64 and int32 labels where the path allows.
+template <typename T>
+inline void compact_chunk_host(const T* labels, int64_t stride, int64_t len,
+                               int64_t negative_label, uint16_t* work, int64_t* num_pos,
+                               int64_t* num_neg, SimdPath path = simd_path()) {
+#ifdef SYNCFREE_HAVE_AVX512_PATH
+  if (stride == 1 && path == SimdPath::kAvx512) {
+    if constexpr (std::is_same<T, int64_t>::value) {
+      return compact_chunk_avx512(labels, len, negative_label, work, num_pos, num_neg);
+    } else if constexpr (std::is_same<T, int32_t>::value) {
+      // A negative_label outside int32's range matches no label: left to the scalar loop.
+      if (negative_label <= INT32_MAX)
+        return compact_chunk_avx512(labels, len, negative_label, work, num_pos, num_neg);
+    }
+  }
+#endif
+  compact_chunk(labels, stride, len, negative_label, work, num_pos, num_neg);
+}
+
+// values[i] = perm.feistel(values[i]) for i < count, on the given path.
+inline void feistel_pass(const Permutation& perm, int64_t* values, int64_t count,
+                         SimdPath path = simd_path()) {
+  int64_t done = 0;
+#ifdef SYNCFREE_HAVE_AVX512_PATH
+  if (path == SimdPath::kAvx512) done = feistel_pass_avx512(perm, values, count);  // all of them
+#endif
+#ifdef SYNCFREE_HAVE_AVX2_PATH
+  if (path == SimdPath::kAvx2) done = feistel_pass_avx2(perm, values, count);
+#endif
+  for (int64_t i = done; i < count; ++i)
+    values[i] = static_cast<int64_t>(perm.feistel(static_cast<uint64_t>(values[i])));
+}
+
+}  // namespace core
+}  // namespace syncfree
