@@ -91,18 +91,11 @@ __device__ void compact_block(const T* __restrict__ row, int64_t len, int64_t ne
     }
     // Per-warp counts are at most 512 and per-round ones at most 8192, below
     // 2^16: both classes travel in one word.
-    const uint32_t counts = warp_sum(static_cast<uint32_t>(__popc(pos_bits)) |
-                                     (static_cast<uint32_t>(__popc(neg_bits)) << 16));
-    if (lane == 0) warp_counts[warp] = counts;
-    __syncthreads();
-    uint32_t scan = lane < warps ? warp_counts[lane] : 0u;  // inclusive scan over warps
-#pragma unroll
-    for (int d = 1; d < kWarp; d *= 2) {
-      const uint32_t other = __shfl_up_sync(0xFFFFFFFFu, scan, d);
-      if (lane >= d) scan += other;
-    }
-    const uint32_t total = __shfl_sync(0xFFFFFFFFu, scan, kWarp - 1);
-    const uint32_t before = warp == 0 ? 0u : __shfl_sync(0xFFFFFFFFu, scan, warp - 1);
+    const BlockPrefix counts = block_scan(static_cast<uint32_t>(__popc(pos_bits)) |
+                                              (static_cast<uint32_t>(__popc(neg_bits)) << 16),
+                                          warp_counts);
+    const uint32_t total = counts.total;
+    const uint32_t before = counts.before;
     // Pass 2: write the offsets, step by step, lanes in order.
     int64_t p = pos_total + (before & 0xFFFFu);
     int64_t q = neg_total + (before >> 16);

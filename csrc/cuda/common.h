@@ -6,7 +6,8 @@
 //                        guard, allocation, generator draw, launch; registers
 //                        the op's CUDA kernels (TORCH_LIBRARY_IMPL(syncfree, CUDA)).
 //   common.h             (this file) what every op's launchers share (and,
-//                        for nvcc, the device helpers: warp_sum).
+//                        for nvcc, the device helpers: warp_sum, the warp and
+//                        block scans).
 //   adapter.h            what every op's torch adapter shares.
 // A new op adds <op>_kernels.{h,cu} and <op>_cuda.cpp (and lists them in
 // CMakeLists.txt); another GPU backend gets a folder of its own beside this one.
@@ -63,6 +64,44 @@ __device__ __forceinline__ uint32_t warp_sum(uint32_t v) {
   for (int d = kWarp / 2; d > 0; d /= 2) v += __shfl_xor_sync(0xFFFFFFFFu, v, d);
   return v;
 #endif
+}
+
+// Inclusive prefix sum of v over the warp's lanes: lane i gets the sum over
+// lanes 0..i. Every lane of the warp calls it.
+template <typename T>
+__device__ __forceinline__ T warp_inclusive_scan(T v, int lane) {
+#pragma unroll
+  for (int d = 1; d < kWarp; d *= 2) {
+    const T other = __shfl_up_sync(0xFFFFFFFFu, v, d);
+    if (lane >= d) v += other;
+  }
+  return v;
+}
+
+// What block_scan gives every thread of a warp.
+struct BlockPrefix {
+  uint32_t before;  // the sum over the block's earlier warps
+  uint32_t total;   // the sum over the whole block
+};
+
+// Block-wide scan by warp: v summed over each warp's lanes, then those sums
+// scanned over the block's warps. Every thread of the block calls it (it
+// synchronizes once, after storing its warp's sum); blockDim.x is a multiple
+// of 32, at most 32 warps; warp_sums (shared memory) holds one word per warp.
+// The caller synchronizes before warp_sums is written again.
+__device__ __forceinline__ BlockPrefix block_scan(uint32_t v, uint32_t* warp_sums) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int warp = static_cast<int>(threadIdx.x) / kWarp;
+  const int warps = static_cast<int>(blockDim.x) / kWarp;
+  const uint32_t sum = warp_sum(v);
+  if (lane == 0) warp_sums[warp] = sum;
+  __syncthreads();
+  // Inclusive scan over the warps, one warp per lane.
+  const uint32_t scan = warp_inclusive_scan(lane < warps ? warp_sums[lane] : 0u, lane);
+  BlockPrefix result;
+  result.total = __shfl_sync(0xFFFFFFFFu, scan, kWarp - 1);
+  result.before = warp == 0 ? 0u : __shfl_sync(0xFFFFFFFFu, scan, warp - 1);
+  return result;
 }
 
 // The call's seed and offset into params (any params struct with seed and

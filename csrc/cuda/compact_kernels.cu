@@ -55,17 +55,9 @@ __device__ int64_t block_compact(const T* __restrict__ row, int64_t stride, int6
       const bool on = x < len && core::mask_true(row[x * stride]);
       bits |= static_cast<uint32_t>(on) << i;
     }
-    const uint32_t warp_count = warp_sum(static_cast<uint32_t>(__popc(bits)));
-    if (lane == 0) warp_counts[warp] = warp_count;
-    __syncthreads();
-    uint32_t scan = lane < warps ? warp_counts[lane] : 0u;  // inclusive scan over warps
-#pragma unroll
-    for (int d = 1; d < kWarp; d *= 2) {
-      const uint32_t other = __shfl_up_sync(0xFFFFFFFFu, scan, d);
-      if (lane >= d) scan += other;
-    }
-    const uint32_t round_count = __shfl_sync(0xFFFFFFFFu, scan, kWarp - 1);
-    const uint32_t before = warp == 0 ? 0u : __shfl_sync(0xFFFFFFFFu, scan, warp - 1);
+    const BlockPrefix counts = block_scan(static_cast<uint32_t>(__popc(bits)), warp_counts);
+    const uint32_t round_count = counts.total;
+    const uint32_t before = counts.before;
     if (total < room) {  // the same for the whole block
       int64_t p = total + before;
 #pragma unroll
@@ -141,12 +133,7 @@ __global__ void __launch_bounds__(kScanThreads)
   for (int64_t c0 = 0; c0 < chunks; c0 += kWarp) {
     const int64_t c = c0 + lane;
     const int64_t v = c < chunks ? row[c] : 0;
-    int64_t scan = v;
-#pragma unroll
-    for (int d = 1; d < kWarp; d *= 2) {
-      const int64_t other = __shfl_up_sync(0xFFFFFFFFu, scan, d);
-      if (lane >= d) scan += other;
-    }
+    const int64_t scan = warp_inclusive_scan(v, lane);
     if (c < chunks) row[c] = carry + scan - v;
     carry += __shfl_sync(0xFFFFFFFFu, scan, kWarp - 1);
   }
