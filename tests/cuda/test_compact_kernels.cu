@@ -13,24 +13,11 @@
 
 #include "core/compact.h"
 #include "cuda/compact_kernels.h"
+#include "harness.h"
 
 using namespace syncfree;
 
 namespace {
-
-bool have_gpu() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
-#define SKIP_WITHOUT_GPU()                                                   \
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: kernels compiled, not run"
-
-#define CUDA_OK(expr)                                                                  \
-  do {                                                                                 \
-    const cudaError_t cuda_ok_status = (expr); /* evaluated once */                   \
-    ASSERT_EQ(cuda_ok_status, cudaSuccess) << cudaGetErrorString(cuda_ok_status);     \
-  } while (0)
 
 struct Result {
   std::vector<int64_t> indices;

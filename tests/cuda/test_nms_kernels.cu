@@ -16,24 +16,11 @@
 
 #include "core/nms.h"
 #include "cuda/nms_kernels.h"
+#include "harness.h"
 
 using namespace syncfree;
 
 namespace {
-
-bool have_gpu() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
-#define SKIP_WITHOUT_GPU()                                                   \
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: kernels compiled, not run"
-
-#define CUDA_OK(expr)                                                             \
-  do {                                                                            \
-    const cudaError_t cuda_ok_status = (expr); /* evaluated once */              \
-    ASSERT_EQ(cuda_ok_status, cudaSuccess) << cudaGetErrorString(cuda_ok_status); \
-  } while (0)
 
 // One batch of rows in float (converted to the tested dtype on upload).
 struct Batch {

@@ -15,35 +15,11 @@
 #include "core/host_stratified.h"
 #include "core/stratified.h"
 #include "cuda/stratified_sample_kernels.h"
+#include "harness.h"
 
 using namespace syncfree;
 
 namespace {
-
-// The workspace is poisoned before each launch, so that a read of a word the
-// kernels did not write first changes the results; the sanitizer cases leave
-// it as cudaMalloc returns it (as the caching allocator hands it out), so
-// that compute-sanitizer's initcheck reports such a read. Outputs stay
-// poisoned: every output must be written.
-bool g_poison_workspace = true;
-struct UnpoisonedWorkspace {
-  UnpoisonedWorkspace() { g_poison_workspace = false; }
-  ~UnpoisonedWorkspace() { g_poison_workspace = true; }
-};
-
-bool gpu_present() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
-#define SKIP_WITHOUT_A_GPU()                                                 \
-  if (!gpu_present()) GTEST_SKIP() << "no CUDA device: kernels compiled, not run"
-
-#define CUDA_CHECK_OK(expr)                                                            \
-  do {                                                                                 \
-    const cudaError_t cuda_check_status = (expr); /* evaluated once */                 \
-    ASSERT_EQ(cuda_check_status, cudaSuccess) << cudaGetErrorString(cuda_check_status); \
-  } while (0)
 
 // Labels of one call, as the bytes the kernels read (bool labels: 0 or 1).
 template <typename T>
@@ -81,45 +57,36 @@ void run_gpu(const std::vector<Storage<T>>& labels, int64_t rows, int64_t n,
   ASSERT_TRUE(cuda::stratified_shape_supported(rows, n, p.num_classes));
   const size_t ws = cuda::stratified_workspace_bytes(a);
   const size_t label_bytes = labels.size() * sizeof(Storage<T>);
-  CUDA_CHECK_OK(cudaMalloc(&d_labels, std::max<size_t>(label_bytes, 1)));
-  CUDA_CHECK_OK(cudaMalloc(&d_quota, quota.size() * sizeof(int64_t)));
-  CUDA_CHECK_OK(cudaMalloc(&d_work, std::max<size_t>(ws, 1)));
-  CUDA_CHECK_OK(cudaMalloc(&d_indices, std::max<size_t>(out * 8, 1)));
-  CUDA_CHECK_OK(cudaMalloc(&d_valid, std::max<size_t>(out, 1)));
-  CUDA_CHECK_OK(cudaMalloc(&d_rng, 2 * sizeof(int64_t)));
-  CUDA_CHECK_OK(cudaMemcpy(d_labels, labels.data(), label_bytes, cudaMemcpyHostToDevice));
-  CUDA_CHECK_OK(cudaMemcpy(d_quota, quota.data(), quota.size() * sizeof(int64_t),
-                           cudaMemcpyHostToDevice));
-  // Poisoned outputs and workspace (g_poison_workspace): the kernels must write every output and
-  // initialize every workspace word they read.
-  CUDA_CHECK_OK(cudaMemset(d_indices, 0x5A, std::max<size_t>(out * 8, 1)));
-  CUDA_CHECK_OK(cudaMemset(d_valid, 0x5A, std::max<size_t>(out, 1)));
-  if (g_poison_workspace) CUDA_CHECK_OK(cudaMemset(d_work, 0x5A, std::max<size_t>(ws, 1)));
+  CUDA_OK(cudaMalloc(&d_labels, std::max<size_t>(label_bytes, 1)));
+  CUDA_OK(cudaMalloc(&d_quota, quota.size() * sizeof(int64_t)));
+  CUDA_OK(cudaMalloc(&d_work, std::max<size_t>(ws, 1)));
+  CUDA_OK(cudaMalloc(&d_indices, std::max<size_t>(out * 8, 1)));
+  CUDA_OK(cudaMalloc(&d_valid, std::max<size_t>(out, 1)));
+  CUDA_OK(cudaMalloc(&d_rng, 2 * sizeof(int64_t)));
+  CUDA_OK(cudaMemcpy(d_labels, labels.data(), label_bytes, cudaMemcpyHostToDevice));
+  CUDA_OK(cudaMemcpy(d_quota, quota.data(), quota.size() * sizeof(int64_t),
+                     cudaMemcpyHostToDevice));
+  // Poisoned outputs and workspace (cuda_test::poison_workspace): the kernels must write every
+  // output and initialize every workspace word they read.
+  CUDA_OK(cudaMemset(d_indices, 0x5A, std::max<size_t>(out * 8, 1)));
+  CUDA_OK(cudaMemset(d_valid, 0x5A, std::max<size_t>(out, 1)));
+  if (cuda_test::poison_workspace()) CUDA_OK(cudaMemset(d_work, 0x5A, std::max<size_t>(ws, 1)));
   a.labels = d_labels;
   a.quota = d_quota;
-  if (from_device) {  // as inside a CUDA graph: seed and offset read on the device
-    const int64_t host_rng[2] = {static_cast<int64_t>(p.seed), static_cast<int64_t>(p.offset) - 3};
-    CUDA_CHECK_OK(cudaMemcpy(d_rng, host_rng, sizeof(host_rng), cudaMemcpyHostToDevice));
-    a.random.seed_ptr = d_rng;
-    a.random.offset_ptr = d_rng + 1;
-    a.random.offset_extra = 3;
-  } else {
-    a.random.seed = p.seed;
-    a.random.offset = p.offset;
-  }
+  CUDA_OK(cuda_test::set_random_source(p.seed, p.offset, from_device, d_rng, &a.random));
   a.indices = d_indices;
   a.valid = d_valid;
   a.workspace = d_work;
-  CUDA_CHECK_OK(cuda::launch_stratified_sample(a, nullptr));
-  CUDA_CHECK_OK(cudaDeviceSynchronize());
+  CUDA_OK(cuda::launch_stratified_sample(a, nullptr));
+  CUDA_OK(cudaDeviceSynchronize());
   indices->assign(out, 0);
   std::vector<uint8_t> v(out);
-  CUDA_CHECK_OK(cudaMemcpy(indices->data(), d_indices, out * 8, cudaMemcpyDeviceToHost));
-  CUDA_CHECK_OK(cudaMemcpy(v.data(), d_valid, out, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(indices->data(), d_indices, out * 8, cudaMemcpyDeviceToHost));
+  CUDA_OK(cudaMemcpy(v.data(), d_valid, out, cudaMemcpyDeviceToHost));
   valid->assign(v.begin(), v.end());
   for (void* ptr : {d_labels, d_work, static_cast<void*>(d_quota), static_cast<void*>(d_indices),
                     static_cast<void*>(d_valid), static_cast<void*>(d_rng)})
-    CUDA_CHECK_OK(cudaFree(ptr));
+    CUDA_OK(cudaFree(ptr));
 }
 
 template <typename T>
@@ -217,7 +184,7 @@ void check_shapes(cuda::LabelType type, uint64_t seed, const std::vector<int64_t
 // several sort tiles, several count tiles), every slot count, K > N, fill
 // on and off, shared and per-row quotas with negative and oversize values.
 TEST(CudaStratified, Int64LabelsMatchTheCpuBitForBit) {
-  SKIP_WITHOUT_A_GPU();
+  SKIP_WITHOUT_GPU();
   check_shapes<int64_t>(cuda::LabelType::kInt64, 1, {1, 2, 3, 21, 150, 3000},
                         {0, 1, 100, 16384, 70000}, {0, 1, 7, 512}, true);
 }
@@ -225,7 +192,7 @@ TEST(CudaStratified, Int64LabelsMatchTheCpuBitForBit) {
 // More classes than the count kernel's shared histogram holds (global
 // atomics), and rows on both sides of a sort tile.
 TEST(CudaStratified, ManyClassesMatchTheCpu) {
-  SKIP_WITHOUT_A_GPU();
+  SKIP_WITHOUT_GPU();
   check_shapes<int32_t>(cuda::LabelType::kInt32, 2,
                         {cuda::kSharedPlanClasses, cuda::kSharedPlanClasses + 1,
                          cuda::kSharedCountClasses, cuda::kSharedCountClasses + 1, 20000},
@@ -234,7 +201,7 @@ TEST(CudaStratified, ManyClassesMatchTheCpu) {
 }
 
 TEST(CudaStratified, EveryLabelTypeMatchesTheCpu) {
-  SKIP_WITHOUT_A_GPU();
+  SKIP_WITHOUT_GPU();
   const std::vector<int64_t> classes = {1, 2, 3, 21, 300};
   const std::vector<int64_t> sizes = {1, 100, 5000};
   const std::vector<int64_t> slots = {0, 1, 7, 512};
@@ -250,7 +217,7 @@ TEST(CudaStratified, EveryLabelTypeMatchesTheCpu) {
 
 // Many rows (several plan and sort blocks at once) with per-row quotas.
 TEST(CudaStratified, ManyRowsMatchTheCpu) {
-  SKIP_WITHOUT_A_GPU();
+  SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(8);
   const int64_t rows = 300, n = 700, C = 5;
   const std::vector<Storage<int64_t>> labels = make_labels<int64_t>(rows, n, C, rng);
@@ -285,8 +252,8 @@ TEST(CudaStratified, ShapeLimits) {
 // and global plans, one and several sort tiles) for compute-sanitizer
 // (memcheck, racecheck, initcheck).
 TEST(CudaStratified, SanitizerCase) {
-  SKIP_WITHOUT_A_GPU();
-  const UnpoisonedWorkspace fresh_workspace;
+  SKIP_WITHOUT_GPU();
+  const cuda_test::UnpoisonedWorkspace fresh_workspace;
   check_shapes<int32_t>(cuda::LabelType::kInt32, 20,
                         {3, cuda::kSharedPlanClasses + 1, cuda::kSharedCountClasses + 1},
                         {0, 100, cuda::kSortTile + 5}, {7, 300}, true);

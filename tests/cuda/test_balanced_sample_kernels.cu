@@ -1,5 +1,6 @@
-// Standalone tests of the framework-free CUDA kernels (no torch): the GPU
-// output must equal the CPU core's, bit for bit. Skipped without a GPU.
+// Standalone tests of the framework-free balanced sampling kernels (no
+// torch): the GPU output must equal the CPU core's, bit for bit. Skipped
+// without a GPU.
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
@@ -12,36 +13,11 @@
 #include "core/host_sampler.h"
 #include "core/label_compaction.h"
 #include "cuda/balanced_sample_kernels.h"
-#include "cuda/gather_sampled_kernels.h"
+#include "harness.h"
 
 using namespace syncfree;
 
 namespace {
-
-// The workspace is poisoned before each launch, so that a read of a word the
-// kernels did not write first changes the results; the sanitizer cases leave
-// it as cudaMalloc returns it (as the caching allocator hands it out), so
-// that compute-sanitizer's initcheck reports such a read. Outputs stay
-// poisoned: every output must be written.
-bool g_poison_workspace = true;
-struct UnpoisonedWorkspace {
-  UnpoisonedWorkspace() { g_poison_workspace = false; }
-  ~UnpoisonedWorkspace() { g_poison_workspace = true; }
-};
-
-bool have_gpu() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
-#define SKIP_WITHOUT_GPU()                                                   \
-  if (!have_gpu()) GTEST_SKIP() << "no CUDA device: kernels compiled, not run"
-
-#define CUDA_OK(expr)                                                    \
-  do {                                                                   \
-    const cudaError_t cuda_ok_status = (expr); /* evaluated once */     \
-    ASSERT_EQ(cuda_ok_status, cudaSuccess) << cudaGetErrorString(cuda_ok_status); \
-  } while (0)
 
 // CPU reference: the core's serial algorithm (what the CPU backend computes).
 template <typename T>
@@ -75,22 +51,13 @@ void run_gpu(const std::vector<T>& labels, int64_t rows, int64_t n, const core::
   CUDA_OK(cudaMalloc(&d_valid, std::max<size_t>(static_cast<size_t>(rows * k), 1)));
   CUDA_OK(cudaMalloc(&d_rng, 2 * sizeof(int64_t)));
   CUDA_OK(cudaMemcpy(d_labels, labels.data(), labels.size() * sizeof(T), cudaMemcpyHostToDevice));
-  // Poisoned outputs and workspace (g_poison_workspace): every output must be
-  // written by the kernels.
+  // Poisoned outputs and workspace (cuda_test::poison_workspace): every
+  // output must be written by the kernels.
   CUDA_OK(cudaMemset(d_indices, 0x5A, std::max<size_t>(static_cast<size_t>(rows * k) * 8, 1)));
   CUDA_OK(cudaMemset(d_valid, 0x5A, std::max<size_t>(static_cast<size_t>(rows * k), 1)));
-  if (g_poison_workspace) CUDA_OK(cudaMemset(d_work, 0x5A, std::max<size_t>(ws, 1)));
+  if (cuda_test::poison_workspace()) CUDA_OK(cudaMemset(d_work, 0x5A, std::max<size_t>(ws, 1)));
   a.labels = d_labels;
-  if (from_device) {  // as inside a CUDA graph: seed and offset read on the device
-    const int64_t host_rng[2] = {static_cast<int64_t>(p.seed), static_cast<int64_t>(p.offset) - 3};
-    CUDA_OK(cudaMemcpy(d_rng, host_rng, sizeof(host_rng), cudaMemcpyHostToDevice));
-    a.random.seed_ptr = d_rng;
-    a.random.offset_ptr = d_rng + 1;
-    a.random.offset_extra = 3;
-  } else {
-    a.random.seed = p.seed;
-    a.random.offset = p.offset;
-  }
+  CUDA_OK(cuda_test::set_random_source(p.seed, p.offset, from_device, d_rng, &a.random));
   a.indices = d_indices;
   a.valid = d_valid;
   a.workspace = d_work;
@@ -168,12 +135,12 @@ void check_equal(cuda::LabelType type, uint64_t seed, const std::vector<Shape>& 
 
 }  // namespace
 
-TEST(CudaKernels, Int64LabelsMatchTheCpuBitForBit) {
+TEST(BalancedSampleKernels, Int64LabelsMatchTheCpuBitForBit) {
   SKIP_WITHOUT_GPU();
   check_equal<int64_t>(cuda::LabelType::kInt64, 1);
 }
 
-TEST(CudaKernels, EveryLabelTypeMatchesTheCpu) {
+TEST(BalancedSampleKernels, EveryLabelTypeMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
   check_equal<int32_t>(cuda::LabelType::kInt32, 2);
   check_equal<int16_t>(cuda::LabelType::kInt16, 3);
@@ -190,7 +157,7 @@ TEST(CudaKernels, EveryLabelTypeMatchesTheCpu) {
 // with few positives (small tabulated permutations beside Feistel ones), with
 // positives only (a permutation of exactly n: both sides of powers of two),
 // and mixed.
-TEST(CudaKernels, EveryRowBlockSizeMatchesTheCpu) {
+TEST(BalancedSampleKernels, EveryRowBlockSizeMatchesTheCpu) {
   SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(30);
   const int64_t rows = 3;
@@ -233,7 +200,7 @@ __global__ void bits_for_kernel(const int64_t* n, int* bits, int count) {
 }  // namespace
 
 // The device computes bit lengths with __clzll, the host with a loop.
-TEST(CudaKernels, BitLengthsMatchTheHost) {
+TEST(BalancedSampleKernels, BitLengthsMatchTheHost) {
   SKIP_WITHOUT_GPU();
   std::vector<int64_t> n;
   for (int b = 1; b < 63; ++b) {
@@ -256,7 +223,7 @@ TEST(CudaKernels, BitLengthsMatchTheHost) {
   EXPECT_EQ(got, want);
 }
 
-TEST(CudaKernels, BoolLabelsMatchTheCpu) {
+TEST(BalancedSampleKernels, BoolLabelsMatchTheCpu) {
   SKIP_WITHOUT_GPU();
   std::mt19937_64 rng(6);
   for (const int64_t n : {int64_t{70000}, int64_t{900}}) {  // both paths
@@ -276,107 +243,15 @@ TEST(CudaKernels, BoolLabelsMatchTheCpu) {
   }
 }
 
-namespace {
-
-// The gather against a host loop: item_bytes of every width class (zero,
-// odd, 2, 4, 8, 16-byte multiples), padded rows and items (strides larger
-// than the data), labels of two types, invalid and out-of-range slots.
-template <typename T>
-void check_gather(cuda::LabelType type, int64_t item_bytes, int64_t item_pad, uint64_t seed) {
-  std::mt19937_64 rng(seed);
-  const int64_t rows = 3, n = 50, k = 20;
-  const int64_t item_stride = item_bytes + item_pad;
-  const int64_t row_stride = n * item_stride + 16;
-  std::vector<uint8_t> features(static_cast<size_t>(rows * row_stride));
-  for (auto& b : features) b = static_cast<uint8_t>(rng());
-  std::vector<T> labels(static_cast<size_t>(rows * n));
-  for (auto& v : labels) v = static_cast<T>(rng() % 3);
-  std::vector<int64_t> indices(static_cast<size_t>(rows * k));
-  std::vector<uint8_t> valid(indices.size());
-  for (size_t s = 0; s < indices.size(); ++s) {
-    indices[s] = static_cast<int64_t>(rng() % (n + 4)) - 2;  // some outside [0, n)
-    valid[s] = rng() % 4 != 0;
-  }
-  // Host reference.
-  std::vector<uint8_t> want_features(static_cast<size_t>(rows * k * item_bytes), 0);
-  std::vector<int64_t> want_labels(indices.size(), -1);
-  for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t s = 0; s < k; ++s) {
-      const int64_t i = indices[r * k + s];
-      if (!valid[r * k + s] || i < 0 || i >= n) continue;
-      std::copy_n(features.begin() + r * row_stride + i * item_stride, item_bytes,
-                  want_features.begin() + (r * k + s) * item_bytes);
-      want_labels[r * k + s] = static_cast<int64_t>(labels[r * n + i]);
-    }
-  }
-  void *d_features, *d_labels, *d_out;
-  int64_t *d_indices, *d_out_labels;
-  bool* d_valid;
-  CUDA_OK(cudaMalloc(&d_features, features.size()));
-  CUDA_OK(cudaMalloc(&d_labels, labels.size() * sizeof(T)));
-  CUDA_OK(cudaMalloc(&d_indices, indices.size() * 8));
-  CUDA_OK(cudaMalloc(&d_valid, valid.size()));
-  CUDA_OK(cudaMalloc(&d_out, std::max<size_t>(want_features.size(), 1)));
-  CUDA_OK(cudaMalloc(&d_out_labels, indices.size() * 8));
-  CUDA_OK(cudaMemcpy(d_features, features.data(), features.size(), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(d_labels, labels.data(), labels.size() * sizeof(T), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(d_indices, indices.data(), indices.size() * 8, cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemcpy(d_valid, valid.data(), valid.size(), cudaMemcpyHostToDevice));
-  CUDA_OK(cudaMemset(d_out, 0xA5, std::max<size_t>(want_features.size(), 1)));  // poison
-  CUDA_OK(cudaMemset(d_out_labels, 0xA5, indices.size() * 8));
-  cuda::GatherArgs a;
-  a.features = d_features;
-  a.feature_row_stride = row_stride;
-  a.feature_item_stride = item_stride;
-  a.item_bytes = item_bytes;
-  a.labels = d_labels;
-  a.label_type = type;
-  a.label_row_stride = n;
-  a.label_item_stride = 1;
-  a.indices = d_indices;
-  a.valid = d_valid;
-  a.rows = rows;
-  a.n = n;
-  a.k = k;
-  a.out_features = d_out;
-  a.out_labels = d_out_labels;
-  CUDA_OK(cuda::launch_gather_sampled(a, nullptr));
-  CUDA_OK(cudaDeviceSynchronize());
-  std::vector<uint8_t> got_features(want_features.size());
-  std::vector<int64_t> got_labels(want_labels.size());
-  CUDA_OK(cudaMemcpy(got_features.data(), d_out, got_features.size(), cudaMemcpyDeviceToHost));
-  CUDA_OK(cudaMemcpy(got_labels.data(), d_out_labels, got_labels.size() * 8, cudaMemcpyDeviceToHost));
-  EXPECT_EQ(got_features, want_features) << "item_bytes=" << item_bytes << " pad=" << item_pad;
-  EXPECT_EQ(got_labels, want_labels) << "item_bytes=" << item_bytes << " pad=" << item_pad;
-  for (void* ptr : {d_features, d_labels, static_cast<void*>(d_indices),
-                    static_cast<void*>(d_valid), d_out, static_cast<void*>(d_out_labels)})
-    CUDA_OK(cudaFree(ptr));
-}
-
-}  // namespace
-
-TEST(CudaKernels, GatherMatchesAHostLoop) {
+// A small run of both sampling paths, for compute-sanitizer (memcheck,
+// racecheck, initcheck, synccheck) in scripts/device-check.sh.
+TEST(BalancedSampleKernels, SanitizerCase) {
   SKIP_WITHOUT_GPU();
-  uint64_t seed = 10;
-  for (int64_t item_bytes : {0, 1, 3, 4, 6, 8, 12, 16, 64, 80}) {
-    for (int64_t pad : {0, 4, 16}) {
-      check_gather<int64_t>(cuda::LabelType::kInt64, item_bytes, pad, seed++);
-      check_gather<int8_t>(cuda::LabelType::kInt8, item_bytes, pad, seed++);
-    }
-  }
-}
-
-// A small run of both sampling paths and the gather, for compute-sanitizer
-// (memcheck, racecheck, initcheck, synccheck) in scripts/device-check.sh.
-TEST(CudaKernels, SanitizerCase) {
-  SKIP_WITHOUT_GPU();
-  const UnpoisonedWorkspace fresh_workspace;
+  const cuda_test::UnpoisonedWorkspace fresh_workspace;
   // {16, 100}: all three permutations small, so all three shared tables in
   // use; {4, 33}: the smallest row blocks; {2, 8193}: two compaction rounds
   // in shared memory.
   check_equal<int32_t>(cuda::LabelType::kInt32, 20,
                        {{3, 1000}, {16, 100}, {4, 33}, {2, 8193}, {2, cuda::kOneLaunchMaxN + 1},
                         {2, 0}});
-  check_gather<int64_t>(cuda::LabelType::kInt64, 12, 4, 21);
-  check_gather<int64_t>(cuda::LabelType::kInt64, 64, 0, 22);  // 16-byte units
 }
