@@ -1,52 +1,49 @@
 # Quick start (Debian 12 or 13, as root or with sudo):
-#   make bench   # build against torch 2.13.0 (CPU), then compare syncfree with the
-#                # naive and topk samplers on the CPU
-#   make test    # every test, on every supported torch (what CI runs)
+#   make bench   # build against the default torch, then compare syncfree with
+#                # the naive and topk samplers on the CPU (the headline table)
+#   make test    # build, C++ tests and the whole Python suite on the default torch
+#   make ci      # every leg of tests/legs.txt, then the sanitizers (what CI runs)
 # Each target installs what it needs first: Debian packages
 # (scripts/setup-debian.sh) and a virtual environment per torch version,
 # .venv/torch-<version> (scripts/setup-venv.sh).
 #
-# One torch at a time: make check TORCH=2.14.1 (build + C++ and Python tests +
-# wheel), make build TORCH=..., make bench-python, make plots, make trace.
-# BENCH_ARGS passes flags to the benchmark (see bench/syncfree_bench.cpp).
+# One torch at a time: make check TORCH=2.13.0 CUDA=ON WHEEL=1 (build + C++ and
+# Python tests, the wheel), make build TORCH=..., make bench-python, make plots,
+# make trace. BENCH_ARGS passes flags to the benchmark (see bench/syncfree_bench.cpp);
+# PYTEST_ARGS to pytest (make test PYTEST_ARGS='-m "not slow"').
 
-# The torch versions CI tests (`make test`), one leg each, chosen to keep the
-# whole run short on 2 cores (a CUDA build costs minutes of nvcc, the wheel
-# check a second build, mostly from ccache):
-#   2.11.0  the GPU machine's torch (CUDA 13.0 build, torchvision 0.26.0): the
-#           device check's rehearsal (scripts/device-check.sh --rehearse:
-#           configure, build with the CUDA operator, the C++ tests that need no
-#           GPU), then the Python suite against that build;
-#   2.13.0  CPU build: build, C++ tests, wheel, Python tests against the wheel;
-#   2.14.1  CUDA 13.0 build with the CUDA operator and torchvision 0.29.1:
-#           build, C++ and Python tests, wheel;
-#   2.15.0  the newest (a CUDA 13.2 build, newer than nvcc here), torchvision
-#           0.29.2: CPU-only build of syncfree, C++ and Python tests.
-# CUDA_TORCHES require the CUDA operator (CUDA=ON: configuring fails without
-# nvcc); VISION_TORCHES require torchvision; WHEEL_TORCHES build and test the
-# wheel. The default torch of every target is DEFAULT_TORCH (the CPU build,
-# the smallest).
-TORCHES := 2.11.0 2.13.0 2.14.1 2.15.0
-CUDA_TORCHES := 2.11.0 2.14.1
-VISION_TORCHES := 2.11.0 2.14.1 2.15.0
-WHEEL_TORCHES := 2.13.0 2.14.1
-REHEARSE_TORCH := 2.11.0
-# The tests of whole torchvision detection models (pytest marker `models`:
-# make_static's models compiled and exported, minutes on 2 cores) run on this
-# leg only (against its wheel); the others deselect them.
-MODEL_TORCH := 2.14.1
-DEFAULT_TORCH := 2.13.0
+# The supported torch versions and what each leg of `make ci` does: one table,
+# tests/legs.txt (its first leg is the default torch).
+LEGS := tests/legs.txt
+leg_field = $(shell awk -v t='$(1)' -v c=$(2) '!/^\#/ && NF && $$1 == t {print $$c}' $(LEGS))
+TORCHES := $(shell awk '!/^\#/ && NF {print $$1}' $(LEGS))
+DEFAULT_TORCH := $(firstword $(TORCHES))
+REHEARSE_TORCH := $(shell awk '!/^\#/ && NF && $$5 == 1 {print $$1}' $(LEGS))
 TORCH ?= $(DEFAULT_TORCH)
-# 1: the torchvision drop-in tests fail instead of skipping without torchvision.
-SYNCFREE_EXPECT_TORCHVISION ?= 0
+# Which Python tests (the legs' `tests` column): all, torch (no whole-model
+# tests) or fast (no whole-model tests, no slow tests).
+TESTS ?= all
+MARKERS_all :=
+MARKERS_torch := not models
+MARKERS_fast := not models and not slow
+PYTEST_MARKERS = $(MARKERS_$(TESTS))
+# pytest's own configuration (markers, flags) is pyproject.toml's; these are
+# the run's: two workers, handed one test at a time (the slowest files,
+# collected first by tests/python/conftest.py, run side by side on both).
+PYTEST_FLAGS := -n 2 --maxschedchunk 1
+PYTEST_ARGS ?=
+# 1: the torchvision drop-in tests fail instead of skipping without torchvision
+# (the default where tests/legs.txt pairs a torchvision with this torch).
+SYNCFREE_EXPECT_TORCHVISION ?= $(if $(filter-out -,$(call leg_field,$(TORCH),2)),1,0)
 export SYNCFREE_EXPECT_TORCHVISION
 VENV ?= .venv/torch-$(TORCH)
 PYTHON := $(VENV)/bin/python
-BUILD ?= build/torch-$(TORCH)
+# The CUDA operator: OFF (the default: the CPU operator only; nothing here can
+# run CUDA code), ON requires it (nvcc, a CUDA build of torch), auto builds it
+# when this torch is a CUDA build and nvcc is there.
+CUDA ?= OFF
+BUILD ?= build/torch-$(TORCH)$(if $(filter OFF,$(CUDA)),,-cuda$(if $(filter auto,$(CUDA)),-auto))
 JOBS ?= $(shell nproc)
-# The CUDA operator: auto builds it when this torch is a CUDA build and nvcc
-# is there (torch 2.14.1 here); ON requires it, OFF skips it.
-CUDA ?= auto
 NVCC ?= /usr/local/cuda/bin/nvcc
 NVCC_HOME = $(patsubst %/bin/nvcc,%,$(NVCC))
 TORCH_CUDA_ARCH_LIST ?= 9.0
@@ -75,7 +72,7 @@ endif
 BENCH_ARGS ?=
 FUZZ_SECONDS ?= 60
 
-.PHONY: all setup setup-all configure build check check-cuda-config test test-cpp test-python test-wheel test-sanitize \
+.PHONY: all setup setup-all configure build check check-cuda-config test ci test-cpp test-python test-wheel test-sanitize \
 	rehearse bench bench-python plots trace clean
 
 all: build
@@ -105,20 +102,26 @@ configure: $(BUILD)/build.ninja
 build: configure
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake --build $(BUILD) -j $(JOBS)
 
-# Every supported torch (the legs above), then the sanitizer build of the core.
-test: setup-all
+# One torch (the default: the first leg of tests/legs.txt): its environment,
+# the CPU build, the C++ tests and the whole Python suite against the build
+# tree. TESTS=torch or fast (or PYTEST_ARGS) runs fewer tests.
+test: setup
+	@$(MAKE) --no-print-directory check WHEEL=0
+	@echo "make test: torch $(TORCH), passed"
+
+# Every leg of tests/legs.txt (the cuda, wheel, rehearse and tests columns),
+# then the sanitizer build of the core. .ci/run runs this.
+ci: setup-all
 	@set -e; for t in $(TORCHES); do \
-	  t0=$$(date +%s); echo "=== torch $$t"; \
-	  vision=$$(case " $(VISION_TORCHES) " in *" $$t "*) echo 1 ;; *) echo 0 ;; esac); \
-	  cuda=$$(case " $(CUDA_TORCHES) " in *" $$t "*) echo ON ;; *) echo OFF ;; esac); \
-	  wheel=$$(case " $(WHEEL_TORCHES) " in *" $$t "*) echo 1 ;; *) echo 0 ;; esac); \
-	  if [ "$$t" = "$(REHEARSE_TORCH)" ]; then \
+	  t0=$$(date +%s); \
+	  field() { awk -v t="$$t" -v c="$$1" '!/^#/ && NF && $$1 == t {print $$c}' $(LEGS); }; \
+	  cuda=$$(field 3); wheel=$$(field 4); rehearse=$$(field 5); tests=$$(field 6); \
+	  echo "=== torch $$t: CUDA operator $$cuda, wheel $$wheel, rehearsal $$rehearse, tests $$tests"; \
+	  if [ "$$rehearse" = 1 ]; then \
 	    $(MAKE) --no-print-directory rehearse TORCH=$$t || exit 1; \
-	    $(MAKE) --no-print-directory test-python TORCH=$$t BUILD=$(REHEARSE_BUILD) \
-	      SYNCFREE_EXPECT_TORCHVISION=$$vision || exit 1; \
+	    $(MAKE) --no-print-directory test-python TORCH=$$t BUILD=$(REHEARSE_BUILD) TESTS=$$tests || exit 1; \
 	  else \
-	    $(MAKE) --no-print-directory check TORCH=$$t CUDA=$$cuda WHEEL=$$wheel \
-	      SYNCFREE_EXPECT_TORCHVISION=$$vision || exit 1; \
+	    $(MAKE) --no-print-directory check TORCH=$$t CUDA=$$cuda WHEEL=$$wheel TESTS=$$tests || exit 1; \
 	  fi; \
 	  echo "=== torch $$t: passed in $$(( $$(date +%s) - t0 )) s"; \
 	done
@@ -138,7 +141,7 @@ setup-all:
 # the wheel installed in a fresh venv (the same sources and compiled library
 # as the build tree's staged package, so the suite runs once, against what
 # users install), with WHEEL=0 against the build tree.
-WHEEL ?= 1
+WHEEL ?= 0
 check: build check-cuda-config
 	@$(MAKE) --no-print-directory test-cpp $(if $(filter 1,$(WHEEL)),test-wheel,test-python)
 
@@ -154,7 +157,7 @@ rehearse:
 	scripts/device-check.sh --prepare
 	CCACHE_RECACHE=1 PYTHON=$(REHEARSE_PYTHON) BUILD=$(REHEARSE_BUILD) OUT=$(REHEARSE_BUILD)/out PHASE=all \
 	  JOBS=$(JOBS) scripts/device-check.sh --rehearse
-	PYTHON=$(REHEARSE_PYTHON) $(REHEARSE_PYTHON) -m pytest -q -p no:cacheprovider tests/scripts
+	PYTHON=$(REHEARSE_PYTHON) $(REHEARSE_PYTHON) -m pytest -q tests/scripts
 
 # With CUDA=ON (or OFF) the build must be what was asked for: a build
 # directory configured otherwise before is an error, not a silent pass.
@@ -170,15 +173,10 @@ test-cpp:
 
 # SYNCFREE_EXPECT_CUDA_OPERATOR: the tests fail, instead of skipping, when a
 # build that should have the CUDA operator does not register it.
-# PYTEST_MARKERS: the whole-model tests on MODEL_TORCH's leg only.
-# --maxschedchunk 1: pytest-xdist hands each worker one test at a time, so
-# the slowest files, collected first (tests/python/conftest.py), run side by
-# side on both workers.
-PYTEST_MARKERS := $(if $(filter $(MODEL_TORCH),$(TORCH)),models or not models,not models)
 test-python:
 	SYNCFREE_EXPECT_CUDA_OPERATOR=$$(grep -q '^SYNCFREE_CUDA_OPERATOR:INTERNAL=ON' $(BUILD)/CMakeCache.txt && echo 1 || echo 0) \
-	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) -m pytest -q -n 2 --maxschedchunk 1 \
-	  -p no:cacheprovider -m "$(PYTEST_MARKERS)" tests/python
+	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) -m pytest $(PYTEST_FLAGS) \
+	  $(if $(PYTEST_MARKERS),-m "$(PYTEST_MARKERS)") $(PYTEST_ARGS) tests/python
 
 # pip wheel . (with the CUDA operator where this build has it), installed
 # into a fresh venv that sees this torch, and the Python tests (PYTEST_MARKERS)
@@ -192,7 +190,7 @@ test-wheel:
 	cuda=$$(grep -q '^SYNCFREE_CUDA_OPERATOR:INTERNAL=ON' $(BUILD)/CMakeCache.txt && echo 1 || echo 0) && \
 	if [ $$cuda = 1 ]; then with_cuda=auto; else with_cuda=0; fi && \
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SYNCFREE_WITH_CUDA=$$with_cuda SYNCFREE_EXPECT_CUDA_OPERATOR=$$cuda \
-	CUDA_HOME=$(NVCC_HOME) PYTEST_MARKERS="$(PYTEST_MARKERS)" \
+	CUDA_HOME=$(NVCC_HOME) PYTEST_MARKERS="$(PYTEST_MARKERS)" PYTEST_FLAGS="$(PYTEST_FLAGS) $(PYTEST_ARGS)" \
 	TORCH_CUDA_ARCH_LIST="$(TORCH_CUDA_ARCH_LIST)" scripts/check-wheel.sh $(VENV) $(BUILD)/wheel
 
 # The core (no torch) under AddressSanitizer + UndefinedBehaviorSanitizer with
@@ -211,9 +209,13 @@ test-sanitize: setup
 	$(SANITIZE_BUILD)/syncfree_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  -artifact_prefix=$(SANITIZE_BUILD)/ $(SANITIZE_BUILD)/corpus
 
-bench: configure
+# bench: the headline table (well under a minute on 2 CPUs); bench-full: the
+# whole sweep (syncfree_bench --full: every size and implementation, on 1
+# thread and on every CPU; over ten minutes on 2 CPUs).
+.PHONY: bench-full
+bench bench-full: configure
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake --build $(BUILD) -j $(JOBS) --target syncfree_bench
-	$(BUILD)/syncfree_bench --json $(BUILD)/bench-cpu.json $(BENCH_ARGS)
+	$(BUILD)/syncfree_bench $(if $(filter bench-full,$@),--full )--json $(BUILD)/bench-cpu.json $(BENCH_ARGS)
 
 bench-python: build
 	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) bench/bench.py --json $(BUILD)/bench-python.json $(BENCH_ARGS)

@@ -81,7 +81,10 @@ for op in ["syncfree::" + name for name in sorted(_without_cuda.OPS)]:
         sys.exit(f"check-wheel: {op}: CUDA kernel {cuda}, but _build_info.CUDA_OPERATOR={info.CUDA_OPERATOR}")
 print("check-wheel: CUDA kernels registered:", info.CUDA_OPERATOR)
 PY
-# PYTEST_MARKERS (the Makefile's): which tests; the whole-model tests (marker
-# `models`) only where asked for.
-SYNCFREE_EXPECT_INSTALLED=1 "$fresh/bin/python" -m pytest -q -n 2 --maxschedchunk 1 -p no:cacheprovider \
-  -m "${PYTEST_MARKERS:-not models}" "$root/tests/python"
+# PYTEST_FLAGS and PYTEST_MARKERS (the Makefile's): how pytest runs and which
+# tests (empty markers: all of them); the rest of pytest's configuration is
+# pyproject.toml's.
+markers=()
+if [ -n "${PYTEST_MARKERS:-}" ]; then markers=(-m "$PYTEST_MARKERS"); fi
+# shellcheck disable=SC2086
+SYNCFREE_EXPECT_INSTALLED=1 "$fresh/bin/python" -m pytest ${PYTEST_FLAGS:-} "${markers[@]}" "$root/tests/python"

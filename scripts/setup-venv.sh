@@ -11,13 +11,9 @@ venv="${2:?usage: setup-venv.sh TORCH_VERSION VENV_DIR}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 python="${PYTHON:-python3}"
 
-# torchvision releases are built for one torch release each: pair them.
-case "$torch_version" in
-  2.11.0) vision="torchvision==0.26.0" ;;
-  2.14.1) vision="torchvision==0.29.1" ;;
-  2.15.0) vision="torchvision==0.29.2" ;;  # the newest, built for torch >= 2.14
-  *) vision="" ;;  # none paired here: the torchvision tests skip, saying so
-esac
+# torchvision releases are built for one torch release each: the pairing is
+# tests/legs.txt's (- or no row: none, and the torchvision tests skip, saying so).
+vision=$(awk -v t="$torch_version" '!/^#/ && NF && $1 == t && $2 != "-" {print "torchvision==" $2}' "$root/tests/legs.txt")
 # A pip configuration may cap torch at an older release (a constraints file
 # for the releases kept on local disk): the newest torch goes past that cap.
 case "$torch_version" in
