@@ -21,14 +21,13 @@ import argparse
 import ctypes
 import datetime
 import json
-import math
 import os
-import statistics
 import sys
-import time
 import warnings
 
 import torch
+
+from timing import cuda_event_ms, host_ms, percentile, repeat
 
 FEATURE_DIM = 16
 
@@ -110,29 +109,6 @@ def make_impls(names, device):
     return impls
 
 
-class Timer:
-    def __init__(self, cuda):
-        self.cuda = cuda
-
-    def one(self, fn):
-        if self.cuda:
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            return start.elapsed_time(end)
-        t0 = time.perf_counter()
-        fn()
-        return (time.perf_counter() - t0) * 1e3
-
-    def run(self, fn, min_time, max_iters):
-        times, start = [], time.perf_counter()
-        while len(times) < max_iters and (len(times) < 5 or time.perf_counter() - start < min_time):
-            times.append(self.one(fn))
-        return times
-
-
 def count_syncs(fn, calls=3):
     """Host syncs per call, from CUDA's sync debug mode warnings."""
     torch.cuda.synchronize()
@@ -146,14 +122,6 @@ def count_syncs(fn, calls=3):
             torch.cuda.set_sync_debug_mode("default")
     torch.cuda.synchronize()
     return sum("synchroniz" in str(w.message) for w in caught) / calls
-
-
-def percentile(values, q):
-    values = sorted(values)
-    pos = q * (len(values) - 1)
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(values) - 1)
-    return values[lo] + (values[hi] - values[lo]) * (pos - lo)
 
 
 def parse_sizes(text):
@@ -216,7 +184,7 @@ def main():
              if loaded(load_start, torch.get_num_threads()) else ""))
     results = []
     configs = [(0, n) for n in sizes] + [(args.batch, n) for n in batch_sizes]
-    timer = Timer(cuda)
+    one = cuda_event_ms if cuda else host_ms
     for batch, n in configs:
         k = n // 10
         rows = max(batch, 1)
@@ -236,8 +204,8 @@ def main():
                 call = lambda: fn(features, labels, k)  # noqa: E731
                 for _ in range(args.warmup):
                     call()
-                times = timer.run(call, args.min_time, args.max_iters)
-                r.update(iters=len(times), median_ms=statistics.median(times),
+                times = repeat(call, args.min_time, args.max_iters, one)
+                r.update(iters=len(times), median_ms=percentile(times, 0.5),
                          p10_ms=percentile(times, 0.1), p90_ms=percentile(times, 0.9),
                          syncs_per_call=count_syncs(call) if cuda else None)
             cfg.append(r)

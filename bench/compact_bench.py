@@ -26,12 +26,11 @@ import argparse
 import json
 import os
 import platform
-import statistics
-import time
 
 import torch
 
 import syncfree
+from timing import add_options, interleaved, median, parse_options
 
 
 def nonzero_static_rows(mask, k):
@@ -57,29 +56,15 @@ def nonzero_pad_batched(mask, k):
     return out, count
 
 
-def timed(fn):
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
+METHODS = ("compact", "nonzero_static", "nonzero_pad_loop", "nonzero_pad_batched")
 
 
 def measure(fns, min_time, min_reps):
-    """Alternates the functions call by call; returns their median and minimum times."""
-    for fn in fns:
-        fn()  # warm-up
-    times = [[] for _ in fns]
-    spent = 0.0
-    while len(times[0]) < min_reps or spent < len(fns) * min_time:
-        # A different order each round, so that no method always runs just
-        # after the same other one (whose frees may leave the heap trimmed).
-        first = len(times[0]) % len(fns)
-        for j in list(range(first, len(fns))) + list(range(first)):
-            dt = timed(fns[j])
-            times[j].append(dt)
-            spent += dt
-        if len(times[0]) >= min_reps and spent > 20 * min_time:
-            break
-    return [statistics.median(t) for t in times], [min(t) for t in times], len(times[0])
+    """{method: fn} alternated call by call after one warm-up call each;
+    returns their median and minimum seconds and the rounds."""
+    times = interleaved(fns, min_reps, min_time, warmup=1)
+    return ({m: median(t) / 1e3 for m, t in times.items()}, {m: min(t) / 1e3 for m, t in times.items()},
+            len(next(iter(times.values()))))
 
 
 def main():
@@ -89,13 +74,8 @@ def main():
     parser.add_argument("--densities", default="0.01,0.1,0.5")
     parser.add_argument("--ks", default="256,N")
     parser.add_argument("--max-full", type=float, default=1e7, help="largest B * N for K = N")
-    parser.add_argument("--min-time", type=float, default=0.2, help="seconds per configuration and method")
-    parser.add_argument("--min-reps", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--json", default=None)
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    add_options(parser, min_time=0.2, min_reps=5)
+    args = parse_options(parser)
     batches = [int(b) for b in args.batches.split(",")]
     sizes = [int(float(n)) for n in args.sizes.split(",")]
     densities = [float(d) for d in args.densities.split(",")]
@@ -121,14 +101,14 @@ def main():
                     assert torch.equal(nonzero_pad_loop(mask, k), ours[0])
                     batched = nonzero_pad_batched(mask, k)
                     assert torch.equal(batched[0], ours[0]) and torch.equal(batched[1], ours[2])
-                    (t_c, t_s, t_l, t_b), mins, reps = measure(
-                        [lambda: syncfree.compact(mask, k), lambda: nonzero_static_rows(mask, k),
-                         lambda: nonzero_pad_loop(mask, k), lambda: nonzero_pad_batched(mask, k)],
+                    medians, mins, reps = measure(
+                        dict(zip(METHODS, [lambda: syncfree.compact(mask, k), lambda: nonzero_static_rows(mask, k),
+                                           lambda: nonzero_pad_loop(mask, k),
+                                           lambda: nonzero_pad_batched(mask, k)])),
                         args.min_time, args.min_reps)
+                    t_c, t_s, t_l, t_b = (medians[m] for m in METHODS)
                     rows.append(dict(batch=b, n=n, density=density, k=k, compact_s=t_c, nonzero_static_s=t_s,
-                                     nonzero_pad_loop_s=t_l, nonzero_pad_batched_s=t_b, reps=reps,
-                                     min_s=dict(zip(["compact", "nonzero_static", "nonzero_pad_loop",
-                                                     "nonzero_pad_batched"], mins))))
+                                     nonzero_pad_loop_s=t_l, nonzero_pad_batched_s=t_b, reps=reps, min_s=mins))
                     print(f"{b:>3} {n:>8} {density:>5.2f} {k:>8} {t_c * 1e3:>11.4f} {t_s * 1e3:>12.4f} "
                           f"{t_s / t_c:>6.2f} {t_l * 1e3:>14.4f} {t_l / t_c:>6.2f} {t_b * 1e3:>15.4f} "
                           f"{t_b / t_c:>6.2f} {reps:>5}", flush=True)

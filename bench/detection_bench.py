@@ -69,7 +69,8 @@ import warnings
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from bench import keep_freed_memory, load_average, loaded, percentile  # noqa: E402
+from bench import keep_freed_memory, load_average, loaded  # noqa: E402
+from timing import host_ms, interleaved, percentile  # noqa: E402
 
 IMPLS = ("torchvision", "static", "compiled", "graphed")
 TITLES = {"torchvision": "torchvision eager", "static": "static eager", "compiled": "static compiled",
@@ -137,28 +138,11 @@ def parse_impls(text, device):
 # Timing and report (no GPU needed: unit-tested on the CPU)
 
 
-def timed(fn, sync=None, clock=time.perf_counter):
-    """Milliseconds of one call on the host clock, `sync` called before and after."""
-    if sync is not None:
-        sync()
-    t0 = clock()
-    fn()
-    if sync is not None:
-        sync()
-    return (clock() - t0) * 1e3
-
-
 def measure(steps, rounds, sync=None, clock=time.perf_counter):
-    """Every round runs each step once, the order rotated every round (a step
-    right after another can be slowed by what the other left behind); returns
-    {name: [ms, ...]}."""
-    names = list(steps)
-    times = {name: [] for name in names}
-    for r in range(rounds):
-        for k in range(len(names)):
-            name = names[(r + k) % len(names)]
-            times[name].append(timed(steps[name], sync, clock))
-    return times
+    """{name: step} in `rounds` interleaved rounds (timing.interleaved: each
+    step once per round, the order rotated), each step timed on the host clock
+    with `sync` before and after; returns {name: [ms, ...]}."""
+    return interleaved(steps, rounds, one=lambda fn: host_ms(fn, sync, clock))
 
 
 def summarize(times, baseline="torchvision"):
@@ -444,7 +428,7 @@ def run(args):
             for name in list(steps):  # warmup; compiled's first call is its compilation
                 try:
                     for i in range(args.warmup):
-                        t = timed(steps[name], sync)
+                        t = host_ms(steps[name], sync)
                         if i == 0 and name == "compiled":
                             compile_s[name] = t / 1e3
                 except Exception as e:  # a clear error is a result too
@@ -466,7 +450,7 @@ def run(args):
                             graphed = Graphed(static, optimizer, images, padded)
                             steps["graphed"] = graphed
                             for _ in range(args.warmup):
-                                timed(graphed, sync)
+                                host_ms(graphed, sync)
                         except Exception as e:
                             graph_failed = f"{type(e).__name__}: {str(e).strip().splitlines()[0][:300]}"
                             notes["graphed"] = f"capture failed: {graph_failed}"

@@ -29,13 +29,12 @@ import datetime
 import json
 import os
 import platform
-import statistics
-import time
 
 import torch
 import torchvision
 
 import syncfree
+from timing import add_options, interleaved, median, parse_options
 
 
 def jittered(b, n, base, size, gen, jitter=0.1):
@@ -78,30 +77,13 @@ def torchvision_loop(boxes, scores, idxs, thr, m):
     return out
 
 
-def timed(fn):
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
 def measure(fns, min_time, min_reps):
-    """Runs the callables in turn, the order rotated every round (a call right
-    after torchvision's can be slowed by its intra-op threads, which keep
-    spinning for a while); returns the median seconds of each and the rounds."""
-    for f in fns:
-        f()  # warm-up
-    times = [[] for _ in fns]
-    spent = 0.0
-    rounds = 0
-    while rounds < min_reps or spent < min_time * len(fns):
-        for k in range(len(fns)):
-            i = (rounds + k) % len(fns)
-            times[i].append(timed(fns[i]))
-            spent += times[i][-1]
-        rounds += 1
-        if rounds >= min_reps and spent > 20 * min_time:
-            break
-    return [statistics.median(t) for t in times], rounds
+    """Runs the callables in turn after one warm-up call each, the order
+    rotated every round (a call right after torchvision's can be slowed by its
+    intra-op threads, which keep spinning for a while); returns the median
+    seconds of each and the rounds."""
+    times = interleaved(dict(enumerate(fns)), min_reps, min_time, warmup=1)
+    return [median(t) / 1e3 for t in times.values()], len(times[0])
 
 
 def check_equal(boxes, scores, idxs, thr, m):
@@ -116,13 +98,8 @@ def main():
     parser.add_argument("--workloads", default="rpn-nms,rpn-levels,detect")
     parser.add_argument("--batches", default="1,2,8")
     parser.add_argument("--sizes", default="1000,2000,5000,10000", help="N per image of the rpn workloads")
-    parser.add_argument("--min-time", type=float, default=0.5, help="seconds per configuration and variant")
-    parser.add_argument("--min-reps", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--json", default=None)
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    add_options(parser, min_time=0.5, min_reps=5)
+    args = parse_options(parser)
     cores = os.cpu_count()
     print(f"{datetime.date.today()}, torch {torch.__version__}, torchvision {torchvision.__version__}, "
           f"{torch.get_num_threads()} threads, {cores} cores, {platform.processor() or platform.machine()}")

@@ -20,12 +20,11 @@ the medians are reported with their ratio (loop / syncfree).
 import argparse
 import json
 import platform
-import statistics
-import time
 
 import torch
 
 import syncfree
+from timing import add_options, interleaved, median, parse_options
 
 
 def loop_sample_row(labels, k, quota, fill):
@@ -50,30 +49,13 @@ def loop_sample(labels, k, quota, fill):
     return torch.stack([loop_sample_row(row, k, quota, fill) for row in labels])
 
 
-def timed(fn):
-    start = time.perf_counter()
-    fn()
-    return time.perf_counter() - start
-
-
 def measure(labels, k, quota, min_time, min_reps):
-    """Alternates the two samplers; returns (median syncfree s, median loop s)."""
+    """Alternates the two samplers after one warm-up call each; returns
+    (median syncfree s, median loop s, rounds)."""
     quota_t = torch.tensor(quota)
-    sf = lambda: syncfree.stratified_sample(labels, k, quota_t, True)  # noqa: E731
-    loop = lambda: loop_sample(labels, k, quota, True)  # noqa: E731
-    sf()
-    loop()  # warm-up
-    t_sf, t_loop = [], []
-    spent = 0.0
-    while len(t_sf) < min_reps or spent < 2 * min_time:
-        a = timed(sf)
-        b = timed(loop)
-        t_sf.append(a)
-        t_loop.append(b)
-        spent += a + b
-        if len(t_sf) >= min_reps and spent > 20 * min_time:  # a slow loop: enough
-            break
-    return statistics.median(t_sf), statistics.median(t_loop), len(t_sf)
+    times = interleaved(dict(syncfree=lambda: syncfree.stratified_sample(labels, k, quota_t, True),
+                             loop=lambda: loop_sample(labels, k, quota, True)), min_reps, min_time, warmup=1)
+    return median(times["syncfree"]) / 1e3, median(times["loop"]) / 1e3, len(times["loop"])
 
 
 def main():
@@ -82,13 +64,8 @@ def main():
     parser.add_argument("--sizes", default="1e4,1e5,1e6")
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--k", type=int, default=512)
-    parser.add_argument("--min-time", type=float, default=0.5, help="seconds per configuration (both samplers)")
-    parser.add_argument("--min-reps", type=int, default=3)
-    parser.add_argument("--threads", type=int, default=None)
-    parser.add_argument("--json", default=None)
-    args = parser.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    add_options(parser, min_time=0.5, min_reps=3)
+    args = parse_options(parser)
     classes = [int(c) for c in args.classes.split(",")]
     sizes = [int(float(n)) for n in args.sizes.split(",")]
     batches = [int(b) for b in args.batches.split(",")]

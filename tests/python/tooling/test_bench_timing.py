@@ -1,0 +1,101 @@
+"""bench/timing.py, the timing of the Python benchmarks: one call, repeated
+calls, interleaved rounds and their stop rule, percentiles, the shared
+options; on a fake clock where the rule is about time."""
+import argparse
+import importlib.util
+import pathlib
+
+import pytest
+import torch
+
+SCRIPT = pathlib.Path(__file__).resolve().parents[3] / "bench" / "timing.py"
+spec = importlib.util.spec_from_file_location("bench_timing", SCRIPT)
+timing = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(timing)
+
+
+class FakeClock:
+    """Seconds that advance only when a timed function says so."""
+
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+    def takes(self, seconds, calls=None, name=None):
+        def fn():
+            if calls is not None:
+                calls.append(name)
+            self.now += seconds
+        return fn
+
+
+def test_host_ms_times_one_call_between_two_syncs():
+    clock, events = FakeClock(), []
+    work = clock.takes(0.25, events, "call")
+    ms = timing.host_ms(work, sync=lambda: events.append("sync"), clock=clock)
+    assert ms == 250.0 and events == ["sync", "call", "sync"]
+    assert timing.host_ms(clock.takes(0.5), clock=clock) == 500.0
+
+
+def test_repeat_makes_the_minimum_calls_then_stops_at_the_time_or_the_call_limit():
+    clock = FakeClock()
+    # Fast calls: at least min_calls, then until min_time seconds have passed.
+    times = timing.repeat(clock.takes(0.125), min_time=1.0, max_iters=1000,
+                          one=lambda fn: timing.host_ms(fn, clock=clock), clock=clock)
+    assert times == [125.0] * 8
+    # Slow calls: min_calls even past min_time.
+    times = timing.repeat(clock.takes(2.0), min_time=1.0, max_iters=1000,
+                          one=lambda fn: timing.host_ms(fn, clock=clock), clock=clock)
+    assert len(times) == 5
+    # The call limit comes first.
+    times = timing.repeat(clock.takes(0.001), min_time=100.0, max_iters=7,
+                          one=lambda fn: timing.host_ms(fn, clock=clock), clock=clock)
+    assert len(times) == 7
+
+
+def test_interleaved_rotates_the_order_and_warms_up_untimed():
+    clock, calls = FakeClock(), []
+    fns = {name: clock.takes(1.0, calls, name) for name in ("a", "b", "c")}
+    times = timing.interleaved(fns, 3, warmup=2, one=lambda fn: timing.host_ms(fn, clock=clock))
+    assert calls == ["a", "a", "b", "b", "c", "c"] + ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert times == {name: [1000.0] * 3 for name in "abc"}
+
+
+def test_interleaved_runs_until_the_rounds_and_the_time_per_function():
+    clock = FakeClock()
+    one = lambda fn: timing.host_ms(fn, clock=clock)  # noqa: E731
+    # Two functions of 0.125 s, 1 s per function: 2 s of calls, 8 rounds.
+    times = timing.interleaved({"x": clock.takes(0.125), "y": clock.takes(0.125)}, 3, min_time=1.0, one=one)
+    assert times == {"x": [125.0] * 8, "y": [125.0] * 8}
+    # A slow function fills the time: 2 s of calls in 2 rounds, the fast one's 0.125 s among them.
+    times = timing.interleaved({"fast": clock.takes(0.0625), "slow": clock.takes(0.9375)}, 1, min_time=1.0,
+                               one=one)
+    assert times == {"fast": [62.5] * 2, "slow": [937.5] * 2}
+    # The rounds asked for, however long the calls took.
+    times = timing.interleaved({"x": clock.takes(5.0)}, 4, min_time=1.0, one=one)
+    assert len(times["x"]) == 4
+
+
+def test_percentile_interpolates_and_median_is_the_middle():
+    values = [4.0, 1.0, 3.0, 2.0]
+    assert timing.percentile(values, 0.0) == 1.0 and timing.percentile(values, 1.0) == 4.0
+    assert timing.percentile(values, 0.5) == timing.median(values) == 2.5
+    assert timing.percentile(values, 0.1) == pytest.approx(1.3)
+    assert timing.median([7.0]) == 7.0
+
+
+def test_options_and_threads():
+    parser = argparse.ArgumentParser()
+    timing.add_options(parser, min_time=0.2, min_reps=3)
+    args = timing.parse_options(parser, [])
+    assert (args.min_time, args.min_reps, args.threads, args.json) == (0.2, 3, None, None)
+    before = torch.get_num_threads()
+    try:
+        args = timing.parse_options(parser, ["--min-time", "0.01", "--min-reps", "1", "--threads", "1",
+                                             "--json", "out.json"])
+        assert (args.min_time, args.min_reps, args.json) == (0.01, 1, "out.json")
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
