@@ -21,8 +21,8 @@ struct Options {
   double min_time = 0.5;
   int64_t max_iters = 1000;
   int64_t warmup = 3;
-  // Thread counts to run every configuration with; empty: 1 and every CPU
-  // (the CPU), every CPU (CUDA).
+  // Thread counts to run every configuration with; empty: the device's
+  // defaults (syncfree_bench.cpp).
   std::vector<int> threads;
   // Each configuration's implementations are timed in this many rounds, in
   // turn (about min_time / rounds each per round), so that a slow spell of
@@ -30,6 +30,9 @@ struct Options {
   int64_t rounds = 3;
   // Empty: the device's defaults (syncfree_bench.cpp).
   std::vector<std::string> impls;
+  // --full: on the CPU, the whole sweep (every size, implementation and both
+  // thread counts) instead of the headline table.
+  bool full = false;
   std::string json, csv;
   bool malloc_defaults = false;
   bool busy = false;  // --busy-core: one process spinning on a CPU while measuring

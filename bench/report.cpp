@@ -75,7 +75,7 @@ void print_table(const std::vector<Result>& results) {
               "index_select of K random feature rows per row), measured in this run. "
               "GB/s: bytes that must move (labels read, sampled features read and written, "
               "labels, indices, mask written) / median time; %% of copy: against a plain copy of "
-              "as many bytes on the same device, measured in this run; others: CPUs used on "
+              "as many bytes on the same device, timed in the same rounds; others: CPUs used on "
               "average by other processes while the configuration ran (this benchmark and its "
               "busy process excluded; n/a: measured for under %.2f s, too short to tell).\n",
               OtherLoad::kMinSeconds);

@@ -1,6 +1,6 @@
 // Benchmark CLI: syncfree against the naive and topk samplers.
 //
-//   syncfree_bench [--device cpu|cuda] [--sizes N,N,...] [--batch-sizes N,N,...]
+//   syncfree_bench [--full] [--device cpu|cuda] [--sizes N,N,...] [--batch-sizes N,N,...]
 //                  [--batch B] [--min-time S] [--max-iters I] [--warmup W]
 //                  [--threads T,T,...] [--rounds R] [--impls a,b,...] [--json FILE]
 //                  [--csv FILE] [--glibc-malloc-defaults] [--busy-core[=CPU]]
@@ -8,9 +8,19 @@
 // Workload (the reference experiments): labels in {0, 1} (int64, half
 // positive), K = N / 10, half positives, features [.., N, 16] float32, the
 // sampled features and labels gathered. Single rows use N in --sizes, batches
-// of --batch rows use N in --batch-sizes. Defaults: CPU, single rows
-// N = 1e3..1e6, batches of 32 with N = 1e3..1e5; --device cuda adds N = 1e7 and
-// B = 32 x N = 1e6, and CUDA-graph-captured variants of the static samplers.
+// of --batch rows use N in --batch-sizes.
+//
+// Defaults on the CPU: the headline table, a run of well under a minute:
+// single rows N = 1e4, 1e5, 1e6 and batches of 32 with N = 1e4, 1e5; naive,
+// topk, syncfree and floor; one thread count, torch's default
+// (at::get_num_threads(): every CPU unless OMP_NUM_THREADS says otherwise).
+// --full: the whole sweep, single rows N = 1e3..1e6 and batches of 32 with
+// N = 1e3..1e5, every implementation but the graph variants, each
+// configuration with 1 thread and then every CPU. On CUDA, with or without
+// --full: single rows N = 1e3..1e7, batches of 32 with N = 1e3..1e6, naive,
+// topk, syncfree and CUDA-graph-captured variants of the static samplers,
+// every CPU. --sizes, --batch-sizes, --impls and --threads replace the
+// defaults they name.
 //
 // Implementations (--impls): naive, topk, syncfree (balanced_sample_gather),
 // syncfree-indices (balanced_sample alone), stratified
@@ -20,17 +30,16 @@
 // rows per row, the random indices drawn before timing; count_nonzero
 // without a dim, ATen's fastest read of the labels: with dim=-1, per row, it
 // takes about 4x as long in torch 2.13), index-select (that
-// index_select alone), and on CUDA topk-graph and syncfree-graph. Defaults:
-// on the CPU all but the graph variants; on CUDA naive, topk, syncfree and
-// the two graph variants.
+// index_select alone), and on CUDA topk-graph and syncfree-graph (defaults
+// above).
 //
-// Every configuration runs with each thread count of --threads (default on
-// the CPU: 1, then every CPU; on CUDA: every CPU), all implementations with
-// the same count. Every implementation is warmed up, then timed call by call
-// (device events on CUDA) in --rounds rounds (default 3): in each round every
-// implementation in turn is timed until --min-time / rounds has passed or
-// --max-iters / rounds calls were made, and the rounds' calls are pooled, so
-// that a slow spell of a shared machine falls on all of them. The table
+// Every configuration runs with each thread count of --threads, all
+// implementations with the same count. Every implementation is warmed up,
+// then timed call by call (device events on CUDA) in --rounds rounds (default
+// 3): in each round every implementation in turn, and then the plain copy
+// below, is timed until --min-time / rounds has passed or --max-iters / rounds
+// calls were made, and the rounds' calls are pooled, so that a slow spell of a
+// shared machine falls on all of them. The table
 // gives the median, the 10th..90th percentile spread, the 99th percentile and
 // the maximum, the speedup over the naive sampler measured in the same run, the
 // time over the floor's measured in the same run (vs floor), the
@@ -38,7 +47,7 @@
 // CPU), the achieved bandwidth: the bytes that must move (labels read, features
 // of the sample read, sampled features, labels, indices and mask written) over
 // the median time, beside a plain copy of the same number of bytes on the same
-// device, and the CPUs that other processes used while the configuration was
+// device (timed in the same rounds), and the CPUs that other processes used while the configuration was
 // measured (from /proc/stat, less this process and its busy process). A p99
 // needs a few thousand calls to mean much: raise --max-iters and --min-time.
 //
@@ -108,7 +117,7 @@ namespace {
 [[noreturn]] void usage(const char* argv0, const std::string& why) {
   std::fprintf(stderr, "%s: %s\n", argv0, why.c_str());
   std::fprintf(stderr,
-               "usage: %s [--device cpu|cuda] [--sizes N,..] [--batch-sizes N,..] [--batch B]\n"
+               "usage: %s [--full] [--device cpu|cuda] [--sizes N,..] [--batch-sizes N,..] [--batch B]\n"
                "       [--min-time S] [--max-iters I] [--warmup W] [--threads T,..] [--rounds R]\n"
                "       [--impls naive,topk,syncfree,syncfree-indices,stratified,floor,\n"
                "                index-select,topk-graph,syncfree-graph]\n"
@@ -144,7 +153,9 @@ Options parse(int argc, char** argv) {
   };
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--device") {
+    if (a == "--full") {
+      o.full = true;
+    } else if (a == "--device") {
       o.device = value(i);
       if (o.device != "cpu" && o.device != "cuda") usage(argv[0], "--device must be cpu or cuda");
     } else if (a == "--sizes") {
@@ -197,13 +208,18 @@ Options parse(int argc, char** argv) {
     if (std::find(std::begin(known), std::end(known), impl) == std::end(known))
       usage(argv[0], "unknown implementation " + impl);
   }
+  // The defaults (documented at the top of this file): the headline table on
+  // the CPU, the whole sweep with --full and on CUDA.
   const bool cuda = o.device == "cuda";
+  const bool headline = !cuda && !o.full;
   if (!sizes_set) {
-    o.sizes = {1000, 10000, 100000, 1000000};
+    o.sizes = {10000, 100000, 1000000};
+    if (!headline) o.sizes.insert(o.sizes.begin(), 1000);
     if (cuda) o.sizes.push_back(10000000);
   }
   if (!batch_sizes_set) {
-    o.batch_sizes = {1000, 10000, 100000};
+    o.batch_sizes = {10000, 100000};
+    if (!headline) o.batch_sizes.insert(o.batch_sizes.begin(), 1000);
     if (cuda) o.batch_sizes.push_back(1000000);
   }
   if (o.impls.empty()) {
@@ -211,15 +227,21 @@ Options parse(int argc, char** argv) {
     if (cuda) {
       o.impls.push_back("topk-graph");
       o.impls.push_back("syncfree-graph");
+    } else if (headline) {
+      o.impls.push_back("floor");
     } else {
       for (const char* impl : {"syncfree-indices", "stratified", "floor", "index-select"})
         o.impls.push_back(impl);
     }
   }
   if (o.threads.empty()) {
-    const int all = static_cast<int>(std::thread::hardware_concurrency());
-    if (!cuda && all > 1) o.threads.push_back(1);
-    o.threads.push_back(all);
+    if (headline) {
+      o.threads.push_back(at::get_num_threads());
+    } else {
+      const int all = static_cast<int>(std::thread::hardware_concurrency());
+      if (!cuda && all > 1) o.threads.push_back(1);
+      o.threads.push_back(all);
+    }
   }
   return o;
 }
@@ -243,7 +265,6 @@ std::vector<Result> run_config(const Options& o, int64_t batch, int64_t n,
   const at::Tensor labels = at::randint(0, 2, lshape, at::TensorOptions(device).dtype(at::kLong));
   const at::Tensor features = at::randn(fshape, at::TensorOptions(device).dtype(at::kFloat));
   const double bytes = min_bytes(rows, n, k);
-  const double copy = copy_ms(labels, bytes, cuda, o);
   // The floor's random rows: K per row, drawn once, as flat row numbers of
   // features viewed as [rows * N, F].
   const auto index_opts = at::TensorOptions(device).dtype(at::kLong);
@@ -257,6 +278,10 @@ std::vector<Result> run_config(const Options& o, int64_t batch, int64_t n,
   std::vector<Result> cfg_results;
   std::vector<std::function<void()>> fns;
   std::vector<at::Tensor> keeps(o.impls.size());  // the last output of each, alive between calls
+#ifdef SYNCFREE_BENCH_CUDA
+  // The captured graphs, alive as long as the calls that replay them.
+  std::vector<std::unique_ptr<at::cuda::CUDAGraph>> graphs(o.impls.size());
+#endif
   const OtherLoad others(busy);
   for (size_t impl_i = 0; impl_i < o.impls.size(); ++impl_i) {
     const std::string& impl = o.impls[impl_i];
@@ -267,7 +292,6 @@ std::vector<Result> run_config(const Options& o, int64_t batch, int64_t n,
     r.threads = at::get_num_threads();
     r.impl = impl;
     r.bytes = bytes;
-    r.copy_ms = copy;
     std::function<void()> fn;
     at::Tensor& keep = keeps[impl_i];
     if (impl == "naive") {
@@ -302,7 +326,7 @@ std::vector<Result> run_config(const Options& o, int64_t batch, int64_t n,
       usage(argv0, "unknown implementation " + impl);
     }
 #ifdef SYNCFREE_BENCH_CUDA
-    std::unique_ptr<at::cuda::CUDAGraph> graph;
+    std::unique_ptr<at::cuda::CUDAGraph>& graph = graphs[impl_i];
     if (cuda && (impl == "topk-graph" || impl == "syncfree-graph")) {
       const bool topk = impl == "topk-graph";
       auto body = [&, topk] {
@@ -320,7 +344,7 @@ std::vector<Result> run_config(const Options& o, int64_t batch, int64_t n,
         graph->capture_end();
       }
       c10::cuda::device_synchronize();
-      fn = [&] { graph->replay(); };
+      fn = [replayed = graph.get()] { replayed->replay(); };
     }
 #endif
     if (r.supported) {
@@ -329,20 +353,27 @@ std::vector<Result> run_config(const Options& o, int64_t batch, int64_t n,
     fns.push_back(fn);
     cfg_results.push_back(r);
   }
-  // Rounds: every implementation in turn, each round a share of the time.
+  // The yardstick of "% of copy", timed last in every round: a slow spell of
+  // the machine falls on it as on the implementations.
+  const std::function<void()> copy = plain_copy(labels, bytes);
+  for (int64_t i = 0; i < o.warmup; ++i) copy();
+  fns.push_back(copy);
+  // Rounds: every implementation in turn, then the copy, each round a share of the time.
   Options share = o;
   share.min_time = o.min_time / static_cast<double>(o.rounds);
   share.max_iters = std::max<int64_t>(1, o.max_iters / o.rounds);
-  std::vector<std::vector<double>> times(o.impls.size());
+  std::vector<std::vector<double>> times(fns.size());
   for (int64_t round = 0; round < o.rounds; ++round) {
-    for (size_t i = 0; i < o.impls.size(); ++i) {
-      if (!cfg_results[i].supported) continue;
+    for (size_t i = 0; i < fns.size(); ++i) {
+      if (i < cfg_results.size() && !cfg_results[i].supported) continue;
       const std::vector<double> ms = Timer(cuda).run(fns[i], share);
       times[i].insert(times[i].end(), ms.begin(), ms.end());
     }
   }
+  const double copy_ms = percentile(times.back(), 0.5);
   for (size_t i = 0; i < o.impls.size(); ++i) {
     Result& r = cfg_results[i];
+    r.copy_ms = copy_ms;
     if (!r.supported) continue;
     const std::vector<double>& ms = times[i];
     r.iters = static_cast<int64_t>(ms.size());
