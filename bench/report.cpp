@@ -48,9 +48,9 @@ void print_header(const Options& o, int threads, const RunLoad& load) {
 }
 
 void print_table(const std::vector<Result>& results) {
-  std::printf("\n%3s %9s %4s %7s  %-16s %10s %23s %10s %10s %8s %8s %6s %10s %9s %6s\n", "thr",
+  std::printf("\n%3s %9s %4s %7s  %-16s %10s %23s %10s %10s %8s %8s %6s %10s %6s\n", "thr",
               "N", "B", "K", "impl", "median ms", "p10..p90 ms", "p99 ms", "max ms", "vs naive",
-              "vs floor", "syncs", "GB/s", "% of copy", "others");
+              "vs floor", "syncs", "GB/s", "others");
   for (const Result& r : results) {
     if (!r.supported) {
       std::printf("%3d %9lld %4lld %7lld  %-16s %10s  (%s)\n", r.threads, static_cast<long long>(r.n),
@@ -59,23 +59,21 @@ void print_table(const std::vector<Result>& results) {
       continue;
     }
     const double gbps = r.bytes / (r.median_ms * 1e6);
-    const double copy_gbps = r.bytes / (r.copy_ms * 1e6);
     std::printf("%3d %9lld %4lld %7lld  %-16s %10.4f %11.4f..%-11.4f %10.4f %10.4f %8s %8s %6s "
-                "%10.2f %8.0f%% %6s\n",
+                "%10.2f %6s\n",
                 r.threads, static_cast<long long>(r.n), static_cast<long long>(r.batch),
                 static_cast<long long>(r.k), r.impl.c_str(), r.median_ms, r.p10_ms, r.p90_ms,
                 r.p99_ms, r.max_ms,
                 r.speedup > 0 ? fmt(r.speedup, "%.1fx").c_str() : "n/a",  // n/a: naive not run
                 r.vs_floor > 0 ? fmt(r.vs_floor, "%.2fx").c_str() : "n/a",  // n/a: floor not run
                 r.syncs_per_call < 0 ? "n/a" : fmt(r.syncs_per_call, "%.1f").c_str(),
-                gbps, 100.0 * gbps / copy_gbps,
+                gbps,
                 r.other_cpus < 0 ? "n/a" : fmt(r.other_cpus, "%.2f").c_str());
   }
   std::printf("\nvs floor: this median over the floor's (count_nonzero over the labels + "
               "index_select of K random feature rows per row), measured in this run. "
               "GB/s: bytes that must move (labels read, sampled features read and written, "
-              "labels, indices, mask written) / median time; %% of copy: against a plain copy of "
-              "as many bytes on the same device, timed in the same rounds; others: CPUs used on "
+              "labels, indices, mask written) / median time; others: CPUs used on "
               "average by other processes while the configuration ran (this benchmark and its "
               "busy process excluded; n/a: measured for under %.2f s, too short to tell).\n",
               OtherLoad::kMinSeconds);
@@ -183,13 +181,13 @@ void write_json(const std::string& path, const std::vector<Result>& results, con
                  "\"supported\": %s, \"note\": \"%s\", \"iters\": %lld, \"median_ms\": %.6f, "
                  "\"p10_ms\": %.6f, \"p90_ms\": %.6f, \"p99_ms\": %.6f, \"max_ms\": %.6f, "
                  "\"speedup_vs_naive\": %.4f, \"vs_floor\": %.4f, \"syncs_per_call\": %s, \"bytes\": %.0f, "
-                 "\"copy_ms\": %.6f, \"other_cpus\": %s}%s\n",
+                 "\"other_cpus\": %s}%s\n",
                  static_cast<long long>(r.n), static_cast<long long>(r.batch),
                  static_cast<long long>(r.k), r.threads, r.impl.c_str(),
                  r.supported ? "true" : "false", r.note.c_str(), static_cast<long long>(r.iters),
                  r.median_ms, r.p10_ms, r.p90_ms, r.p99_ms, r.max_ms, r.speedup, r.vs_floor,
                  r.syncs_per_call < 0 ? "null" : fmt(r.syncs_per_call, "%.2f").c_str(), r.bytes,
-                 r.copy_ms, r.other_cpus < 0 ? "null" : fmt(r.other_cpus, "%.3f").c_str(),
+                 r.other_cpus < 0 ? "null" : fmt(r.other_cpus, "%.3f").c_str(),
                  i + 1 < results.size() ? "," : "");
   }
   std::fprintf(f, "  ]\n}\n");
@@ -203,14 +201,14 @@ void write_csv(const std::string& path, const std::vector<Result>& results) {
     std::exit(1);
   }
   std::fprintf(f, "n,batch,k,impl,supported,iters,median_ms,p10_ms,p90_ms,speedup_vs_naive,"
-                  "syncs_per_call,bytes,copy_ms,p99_ms,max_ms,other_cpus,threads,vs_floor\n");
+                  "syncs_per_call,bytes,p99_ms,max_ms,other_cpus,threads,vs_floor\n");
   for (const Result& r : results) {
-    std::fprintf(f, "%lld,%lld,%lld,%s,%d,%lld,%.6f,%.6f,%.6f,%.4f,%s,%.0f,%.6f,%.6f,%.6f,%s,%d,%.4f\n",
+    std::fprintf(f, "%lld,%lld,%lld,%s,%d,%lld,%.6f,%.6f,%.6f,%.4f,%s,%.0f,%.6f,%.6f,%s,%d,%.4f\n",
                  static_cast<long long>(r.n), static_cast<long long>(r.batch),
                  static_cast<long long>(r.k), r.impl.c_str(), r.supported ? 1 : 0,
                  static_cast<long long>(r.iters), r.median_ms, r.p10_ms, r.p90_ms, r.speedup,
                  r.syncs_per_call < 0 ? "" : fmt(r.syncs_per_call, "%.2f").c_str(), r.bytes,
-                 r.copy_ms, r.p99_ms, r.max_ms,
+                 r.p99_ms, r.max_ms,
                  r.other_cpus < 0 ? "" : fmt(r.other_cpus, "%.3f").c_str(), r.threads, r.vs_floor);
   }
   std::fclose(f);

@@ -24,7 +24,6 @@ struct Result {
   double median_ms = 0, p10_ms = 0, p90_ms = 0, p99_ms = 0, max_ms = 0;
   double syncs_per_call = -1;  // < 0: not counted (CPU)
   double bytes = 0;
-  double copy_ms = 0;  // plain copy of the same bytes, same device
   double speedup = 0;  // naive median / this median
   double vs_floor = 0;  // this median / the floor's median (0: floor not run)
   double other_cpus = -1;  // CPUs other processes used while measuring; < 0: unknown

@@ -36,19 +36,19 @@
 // Every configuration runs with each thread count of --threads, all
 // implementations with the same count. Every implementation is warmed up,
 // then timed call by call (device events on CUDA) in --rounds rounds (default
-// 3): in each round every implementation in turn, and then the plain copy
-// below, is timed until --min-time / rounds has passed or --max-iters / rounds
-// calls were made, and the rounds' calls are pooled, so that a slow spell of a
-// shared machine falls on all of them. The table
+// 3): in each round every implementation in turn is timed until --min-time /
+// rounds has passed or --max-iters / rounds calls were made, and the rounds'
+// calls are pooled, so that a slow spell of a shared machine falls on all of
+// them. The table
 // gives the median, the 10th..90th percentile spread, the 99th percentile and
 // the maximum, the speedup over the naive sampler measured in the same run, the
 // time over the floor's measured in the same run (vs floor), the
 // host syncs per call (counted on CUDA with the sync debug mode; n/a on the
 // CPU), the achieved bandwidth: the bytes that must move (labels read, features
 // of the sample read, sampled features, labels, indices and mask written) over
-// the median time, beside a plain copy of the same number of bytes on the same
-// device (timed in the same rounds), and the CPUs that other processes used while the configuration was
-// measured (from /proc/stat, less this process and its busy process). A p99
+// the median time, and the CPUs that other processes used while the
+// configuration was measured (from /proc/stat, less this process and its busy
+// process). A p99
 // needs a few thousand calls to mean much: raise --max-iters and --min-time.
 //
 // Tail latency under CPU contention: --busy-core starts, before anything is
@@ -353,27 +353,20 @@ std::vector<Result> run_config(const Options& o, int64_t batch, int64_t n,
     fns.push_back(fn);
     cfg_results.push_back(r);
   }
-  // The yardstick of "% of copy", timed last in every round: a slow spell of
-  // the machine falls on it as on the implementations.
-  const std::function<void()> copy = plain_copy(labels, bytes);
-  for (int64_t i = 0; i < o.warmup; ++i) copy();
-  fns.push_back(copy);
-  // Rounds: every implementation in turn, then the copy, each round a share of the time.
+  // Rounds: every implementation in turn, each round a share of the time.
   Options share = o;
   share.min_time = o.min_time / static_cast<double>(o.rounds);
   share.max_iters = std::max<int64_t>(1, o.max_iters / o.rounds);
-  std::vector<std::vector<double>> times(fns.size());
+  std::vector<std::vector<double>> times(o.impls.size());
   for (int64_t round = 0; round < o.rounds; ++round) {
-    for (size_t i = 0; i < fns.size(); ++i) {
-      if (i < cfg_results.size() && !cfg_results[i].supported) continue;
+    for (size_t i = 0; i < o.impls.size(); ++i) {
+      if (!cfg_results[i].supported) continue;
       const std::vector<double> ms = Timer(cuda).run(fns[i], share);
       times[i].insert(times[i].end(), ms.begin(), ms.end());
     }
   }
-  const double copy_ms = percentile(times.back(), 0.5);
   for (size_t i = 0; i < o.impls.size(); ++i) {
     Result& r = cfg_results[i];
-    r.copy_ms = copy_ms;
     if (!r.supported) continue;
     const std::vector<double>& ms = times[i];
     r.iters = static_cast<int64_t>(ms.size());

@@ -68,13 +68,6 @@ double percentile(std::vector<double> v, double q) {
   return v[lo] + (v[hi] - v[lo]) * (pos - static_cast<double>(lo));
 }
 
-std::function<void()> plain_copy(const at::Tensor& like, double bytes) {
-  const int64_t numel = static_cast<int64_t>(bytes / 2);  // read + write
-  const at::Tensor src = at::ones({numel}, like.options().dtype(at::kByte));
-  const at::Tensor dst = at::empty_like(src);
-  return [src, dst] { dst.copy_(src); };
-}
-
 #ifdef SYNCFREE_BENCH_CUDA
 namespace {
 

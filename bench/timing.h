@@ -1,9 +1,7 @@
 // Timing of a benchmark run: call-by-call timers (host clock on the CPU,
-// CUDA events on the GPU), percentiles, the plain copy timed as a yardstick
-// and, on CUDA, the count of host syncs per call.
+// CUDA events on the GPU), percentiles and, on CUDA, the count of host syncs
+// per call.
 #pragma once
-
-#include <ATen/core/Tensor.h>
 
 #include <functional>
 #include <vector>
@@ -28,10 +26,6 @@ class Timer {
 
 // The q-quantile of v (0 <= q <= 1), interpolated linearly; v not empty.
 double percentile(std::vector<double> v, double q);
-
-// A plain copy of bytes (read + write) on like's device, the yardstick of
-// "% of copy": each call copies bytes / 2 bytes from one buffer to another.
-std::function<void()> plain_copy(const at::Tensor& like, double bytes);
 
 #ifdef SYNCFREE_BENCH_CUDA
 // Host syncs per call of fn over calls calls, counted from the warnings of
