@@ -209,7 +209,7 @@ test-sanitize: setup
 	$(SANITIZE_BUILD)/syncfree_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  -artifact_prefix=$(SANITIZE_BUILD)/ $(SANITIZE_BUILD)/corpus
 
-# bench: the headline table (well under a minute on 2 CPUs); bench-full: the
+# bench: the headline table (well under a minute on 2 quiet CPUs); bench-full: the
 # whole sweep (syncfree_bench --full: every size and implementation, on 1
 # thread and on every CPU; over ten minutes on 2 CPUs).
 .PHONY: bench-full

@@ -10,10 +10,11 @@
 // sampled features and labels gathered. Single rows use N in --sizes, batches
 // of --batch rows use N in --batch-sizes.
 //
-// Defaults on the CPU: the headline table, a run of well under a minute:
-// single rows N = 1e4, 1e5, 1e6 and batches of 32 with N = 1e4, 1e5; naive,
-// topk, syncfree and floor; one thread count, torch's default
-// (at::get_num_threads(): every CPU unless OMP_NUM_THREADS says otherwise).
+// Defaults on the CPU: the headline table, a run of well under a minute on a
+// quiet machine: single rows N = 1e4, 1e5, 1e6 and batches of 32 with
+// N = 1e4, 1e5; naive, topk, syncfree and floor; one thread count, torch's
+// default (at::get_num_threads(): every CPU unless OMP_NUM_THREADS says
+// otherwise).
 // --full: the whole sweep, single rows N = 1e3..1e6 and batches of 32 with
 // N = 1e3..1e5, every implementation but the graph variants, each
 // configuration with 1 thread and then every CPU. On CUDA, with or without
