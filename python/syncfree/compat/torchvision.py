@@ -11,15 +11,13 @@ argument: replaces torchvision's sampler class). ``unpatch(model)`` and
 or Mask R-CNN whose whole step has static shapes (no graph break under
 ``torch.compile``, no host-device synchronization); see :func:`make_static`.
 
-Patched models keep syncfree's sampler under ``torch.jit.script`` up to torch
-2.14: the sampler is a TorchScript class, and a module that holds one declares
-it as the type of its ``fg_bg_sampler`` (see :func:`patch`). torch 2.15 reads
-TorchScript attribute types from the class only: there a scripted patched
-model samples with torchvision's sampler (a known limit).
+Patched models keep syncfree's sampler under ``torch.jit.script``: the sampler
+is a TorchScript class, and a module that holds one has a class that declares
+it as the type of its ``fg_bg_sampler`` (see :func:`patch`).
 """
 import contextlib
 import inspect
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -98,14 +96,18 @@ def _det_utils():
     return det_utils
 
 
-# TorchScript takes the type of a module's attribute from the class
-# annotations (torch.jit reads ``module.__annotations__``), and torchvision's
-# RPN and ROI heads annotate ``fg_bg_sampler`` with torchvision's sampler
-# class. A syncfree sampler held there would be converted, attribute by
-# attribute, into an instance of torchvision's class and the scripted model
-# would silently sample with torchvision's code. A module holding a syncfree
-# sampler therefore gets its own ``__annotations__`` (the class's, with
-# ``fg_bg_sampler`` set to the sampler's class).
+# TorchScript takes the type of a module's attribute from the annotations of
+# the module's class, and torchvision's RPN and ROI heads annotate
+# ``fg_bg_sampler`` with torchvision's sampler class. A syncfree sampler held
+# there would be converted, attribute by attribute, into an instance of
+# torchvision's class and the scripted model would silently sample with
+# torchvision's code. A module holding a syncfree sampler therefore gets a
+# class of its own: a subclass of its class (one per class, made on first use)
+# that adds only annotations naming syncfree's sampler class. Up to torch 2.14
+# torch.jit reads ``module.__annotations__`` (the instance's, else its
+# class's); torch 2.15 reads the class's alone: either way it finds the
+# subclass's.
+_patched_classes: Dict[type, type] = {}
 
 
 def _class_annotations(cls: type) -> dict:
@@ -121,22 +123,66 @@ def _class_annotations(cls: type) -> dict:
     return {}
 
 
-def _sync_annotations(module: torch.nn.Module) -> None:
-    """Make ``module``'s TorchScript type of ``fg_bg_sampler`` the class of the sampler it holds."""
-    sampler = getattr(module, _ATTRIBUTE, None)
-    own = module.__dict__.get("__annotations__")
-    if isinstance(sampler, BalancedPositiveNegativeSampler):
-        annotations = _class_annotations(type(module))
-        annotations[_ATTRIBUTE] = type(sampler)
-        module.__dict__["__annotations__"] = annotations
-    elif isinstance(own, dict) and isinstance(own.get(_ATTRIBUTE), type) and issubclass(
-            own[_ATTRIBUTE], BalancedPositiveNegativeSampler):
-        del module.__dict__["__annotations__"]  # set here before: back to the class's
+def _unpatched_class(cls: type) -> type:
+    """``cls``, or the class it was made from if it is one of :func:`_patched_class`'s."""
+    return cls.__dict__.get("_syncfree_base", cls)
+
+
+def _patched_class(cls: type) -> type:
+    """The subclass of ``cls`` whose ``fg_bg_sampler`` is syncfree's sampler for TorchScript.
+
+    Same name, qualified name and module as ``cls`` (a patched model prints,
+    and scripts, under its classes' names) and nothing else added: the
+    annotations, a ``__prepare_scriptable__`` that gives a module that no
+    longer holds syncfree's sampler its class back before scripting, and a
+    ``__reduce_ex__`` that pickles (and deep-copies) an instance as one of
+    ``cls`` made patched again on loading (the subclass itself has no name to
+    be found by)."""
+    base = _unpatched_class(cls)
+    patched = _patched_classes.get(base)
+    if patched is not None:
+        return patched
+    annotations = _class_annotations(base)
+    annotations[_ATTRIBUTE] = BalancedPositiveNegativeSampler
+
+    def __prepare_scriptable__(self):
+        _sync_class(self)
+        previous = getattr(base, "__prepare_scriptable__", None)
+        return previous(self) if previous is not None else self
+
+    def __reduce_ex__(self, protocol):
+        reduced = base.__reduce_ex__(self, protocol)
+        if not isinstance(reduced, tuple) or not reduced[1] or reduced[1][0] is not type(self):
+            return reduced
+        return (_new_patched, (base, reduced[0], reduced[1][1:])) + reduced[2:]
+
+    patched = type(base.__name__, (base,), {
+        "__module__": base.__module__, "__qualname__": base.__qualname__, "__doc__": base.__doc__,
+        "__annotations__": annotations, "_syncfree_base": base,
+        "__prepare_scriptable__": __prepare_scriptable__, "__reduce_ex__": __reduce_ex__})
+    return _patched_classes.setdefault(base, patched)
+
+
+def _new_patched(base: type, new, args: tuple):
+    """Unpickling: ``new`` (the constructor pickle recorded) applied to ``base``'s patched class."""
+    return new(_patched_class(base), *args)
+
+
+def _sync_class(module: torch.nn.Module) -> None:
+    """Give ``module`` the class whose TorchScript type of ``fg_bg_sampler`` is the class of the
+    sampler it holds: its patched class if that is syncfree's sampler, else its own."""
+    cls = type(module)
+    if isinstance(getattr(module, _ATTRIBUTE, None), BalancedPositiveNegativeSampler):
+        wanted = _patched_class(cls)
+    else:
+        wanted = _unpatched_class(cls)
+    if wanted is not cls:
+        module.__class__ = wanted
 
 
 def _install_script_hooks() -> None:
     """Give torchvision's RPN and ROI heads a ``__prepare_scriptable__`` that syncs the
-    annotations, so that models built after :func:`patch` script with syncfree's sampler."""
+    module's class, so that models built after :func:`patch` script with syncfree's sampler."""
     from torchvision.models.detection.roi_heads import RoIHeads
     from torchvision.models.detection.rpn import RegionProposalNetwork
 
@@ -146,7 +192,7 @@ def _install_script_hooks() -> None:
             continue
 
         def hook(self, _previous=previous):
-            _sync_annotations(self)
+            _sync_class(self)
             return _previous(self) if _previous is not None else self
 
         hook._syncfree = True
@@ -164,7 +210,7 @@ def _swap_samplers(model: torch.nn.Module, to_syncfree: bool, original: type) ->
                                                                        old.positive_fraction))
         elif not to_syncfree and ours:
             setattr(module, _ATTRIBUTE, original(old.batch_size_per_image, old.positive_fraction))
-        _sync_annotations(module)
+        _sync_class(module)
 
 
 def patch(model: Optional[torch.nn.Module] = None) -> Optional[torch.nn.Module]:
@@ -180,15 +226,18 @@ def patch(model: Optional[torch.nn.Module] = None) -> Optional[torch.nn.Module]:
     which the RPN and ROI heads instantiate, so every detection model built
     afterwards uses syncfree, until :func:`unpatch` ``()``.
 
-    TorchScript (up to torch 2.14; not on 2.15, see the module's docstring):
-    ``torch.jit.script`` scripts each module's ``fg_bg_sampler`` with the class
-    of the sampler the module holds, so a patched model samples with syncfree
-    scripted as well as eager. For this the swapped modules of
-    ``model`` get their own ``__annotations__`` naming syncfree's class, and
-    ``patch()`` gives torchvision's ``RegionProposalNetwork`` and ``RoIHeads``
-    a ``__prepare_scriptable__`` that does the same when they are scripted (it
-    stays after :func:`unpatch` and leaves modules that hold torchvision's
-    sampler alone).
+    TorchScript: ``torch.jit.script`` scripts each module's ``fg_bg_sampler``
+    with the class of the sampler the module holds, so a patched model samples
+    with syncfree scripted as well as eager. For this each swapped module of
+    ``model`` gets a class of its own: a subclass of its class (one per class,
+    with the same name) whose annotations name syncfree's sampler, so the
+    module is still an instance of torchvision's ``RoIHeads`` (or
+    ``RegionProposalNetwork``), with the same ``state_dict``, and pickles and
+    deep-copies as a patched module; :func:`unpatch` ``(model)`` gives it its
+    class back. ``patch()`` gives torchvision's ``RegionProposalNetwork`` and
+    ``RoIHeads`` a ``__prepare_scriptable__`` that does the same when they are
+    scripted (it stays after :func:`unpatch` and leaves modules that hold
+    torchvision's sampler alone).
     """
     global _original_class
     if model is not None:

@@ -217,15 +217,9 @@ def assert_same_losses(a, b):
 
 
 # torch 2.15 takes a module's TorchScript attribute types from its class alone
-# (torch.jit._recursive.get_annotations walks type(module).__mro__), no longer
-# from the instance's __annotations__ that patch() sets: there a scripted
-# patched model holds torchvision's sampler. A known failure until patch()
-# gives such modules a class of their own; strict, so that the fix is seen.
-CLASS_ANNOTATIONS_ONLY = tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) >= (2, 15)
-
-
-@pytest.mark.xfail(CLASS_ANNOTATIONS_ONLY, strict=True,
-                   reason="torch >= 2.15 reads TorchScript attribute types from the class only")
+# (torch.jit._recursive.get_annotations walks type(module).__mro__), earlier
+# versions from module.__annotations__: patch() gives a module holding
+# syncfree's sampler a class of its own, which both read.
 @pytest.mark.parametrize("how", ["patch() then build", "patch(model)", "patch() then build then unpatch()"])
 def test_scripted_patched_model_samples_with_syncfree(how):
     if how == "patch(model)":
