@@ -246,6 +246,48 @@ def test_scripted_patched_model_samples_with_syncfree(how):
         sf_tv.unpatch(model)
 
 
+def test_patched_module_class_changes_nothing_else():
+    # The class of its own that patch(model) gives a module is a subclass of
+    # torchvision's, one per torchvision class, under the same name: the model
+    # prints and keeps its state_dict as before, deep-copies and pickles as a
+    # patched model, and unpatch(model) gives each module its class back.
+    import io
+    import pickle
+
+    from torchvision.models.detection.roi_heads import RoIHeads
+    from torchvision.models.detection.rpn import RegionProposalNetwork
+
+    plain = detection_model()
+    model = sf_tv.patch(detection_model())
+    try:
+        for module, cls in ((model.rpn, RegionProposalNetwork), (model.roi_heads, RoIHeads)):
+            assert isinstance(module, cls) and type(module) is not cls and type(module).__name__ == cls.__name__
+        other = sf_tv.patch(detection_model())
+        assert (type(other.rpn), type(other.roi_heads)) == (type(model.rpn), type(model.roi_heads))
+        assert repr(model) == repr(plain)
+        want, got = plain.state_dict(), model.state_dict()
+        assert list(got) == list(want) and all(torch.equal(got[k], want[k]) for k in want)
+        saved = io.BytesIO()
+        torch.save(model, saved)
+        saved.seek(0)
+        copies = [copy.deepcopy(model), torch.load(saved, weights_only=False)]
+        copies += [pickle.loads(pickle.dumps(model, protocol)) for protocol in (0, 2, pickle.HIGHEST_PROTOCOL)]
+        for copied in copies:
+            assert samplers_of(copied) == [sf_tv.BalancedPositiveNegativeSampler] * 2
+            assert (type(copied.rpn), type(copied.roi_heads)) == (type(model.rpn), type(model.roi_heads))
+        scripted = script(copies[-1])
+        assert type(scripted.roi_heads.fg_bg_sampler) is sf_tv.BalancedPositiveNegativeSampler
+        # A module given torchvision's sampler by hand gets its class back when scripted.
+        model.rpn.fg_bg_sampler = TV_SAMPLER(256, 0.5)
+        scripted = script(model)
+        assert type(model.rpn) is RegionProposalNetwork and type(scripted.rpn.fg_bg_sampler) is TV_SAMPLER
+        assert type(scripted.roi_heads.fg_bg_sampler) is sf_tv.BalancedPositiveNegativeSampler
+    finally:
+        sf_tv.unpatch(model)
+    assert (type(model.rpn), type(model.roi_heads)) == (RegionProposalNetwork, RoIHeads)
+    assert samplers_of(model) == [TV_SAMPLER] * 2
+
+
 def test_scripted_torchvision_model_keeps_torchvisions_sampler():
     # Scripting follows the sampler a module holds: a model without syncfree's
     # sampler scripts with torchvision's, patched or not.
@@ -260,6 +302,7 @@ def test_scripted_torchvision_model_keeps_torchvisions_sampler():
     patched_then_unpatched = sf_tv.unpatch(sf_tv.patch(detection_model()))
     assert samplers_of(patched_then_unpatched) == [TV_SAMPLER] * 2
     assert "__annotations__" not in patched_then_unpatched.rpn.__dict__
+    assert type(patched_then_unpatched.rpn) is type(model.rpn)  # torchvision's class again
     again, calls = training_losses(script(patched_then_unpatched))
     assert calls["syncfree::balanced_sample"] == 0 and calls["aten::randperm"] > 0
     assert_same_losses(again, losses)
