@@ -1,4 +1,5 @@
-"""Every ```python block of README.md and docs/*.md runs as written, offline.
+"""Every ```python block of README.md and docs/*.md runs as written, offline,
+and every relative link of the pages leads somewhere.
 
 Each block runs alone, in a fresh namespace (its imports included): a reader
 can paste any one of them. A block that is not meant to run here says so
@@ -14,6 +15,10 @@ that documents a limit of some torch releases says which it needs:
 and is skipped, with the reason, on the others only. A block
 that imports torchvision skips without it, except on the CI leg that pairs
 torchvision with torch (SYNCFREE_EXPECT_TORCHVISION=1), where it must run.
+
+A relative link of README.md, csrc/README.md, docs/*.md or docs/archive/*.md
+must name a file or folder of the repository, and a `#anchor` must be a
+heading of the page it names (as GitHub makes anchors from headings).
 """
 import glob
 import os
@@ -23,7 +28,7 @@ import warnings
 import pytest
 import torch
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
 MARKER = re.compile(r"^<!--\s*snippet:\s*not run\s*\((?P<reason>[^)]+)\)\s*-->\s*$")
 OPEN = re.compile(r"^```python\s*$")
 VERSION_MARKER = re.compile(
@@ -72,8 +77,63 @@ SNIPPETS = snippets()
 
 
 def test_snippets_found():
-    # README's example, the contrastive example and the drop-in at least.
-    assert sum(1 for p in SNIPPETS if p.id.startswith("README.md")) >= 3
+    # The pages that hold the examples a user copies: README's one per op
+    # family and make_static; the reference's per op; the detection page's
+    # drop-in and static detector.
+    for page, least in [("README.md", 5), ("docs/operators.md", 4), ("docs/detection.md", 2)]:
+        assert sum(1 for p in SNIPPETS if p.id.startswith(page + ":")) >= least, page
+
+
+def _pages():
+    return ([os.path.join(ROOT, "README.md"), os.path.join(ROOT, "csrc", "README.md")]
+            + sorted(glob.glob(os.path.join(ROOT, "docs", "*.md")))
+            + sorted(glob.glob(os.path.join(ROOT, "docs", "archive", "*.md"))))
+
+
+def _prose(path):
+    """(line number, line) of a page outside fenced code blocks."""
+    fenced = False
+    with open(path, encoding="utf-8") as f:
+        for n, line in enumerate(f, 1):
+            if line.lstrip().startswith("```"):
+                fenced = not fenced
+                continue
+            if not fenced:
+                yield n, line
+
+
+def _anchors(path):
+    """The anchors GitHub gives the headings of a page."""
+    seen, anchors = {}, set()
+    for _, line in _prose(path):
+        m = re.match(r"^#{1,6}\s+(.*?)\s*#*\s*$", line)
+        if not m:
+            continue
+        text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", m[1]).replace("`", "").strip().lower()
+        slug = re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+        count = seen.get(slug, 0)
+        seen[slug] = count + 1
+        anchors.add(slug if count == 0 else f"{slug}-{count}")
+    return anchors
+
+
+def test_relative_links_resolve():
+    link = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
+    checked = 0
+    for path in _pages():
+        for n, line in _prose(path):
+            for target in link.findall(re.sub(r"`[^`]*`", "", line)):
+                if re.match(r"^[a-z]+:", target):
+                    continue  # http:, https:, mailto:
+                file, _, anchor = target.partition("#")
+                dest = os.path.normpath(os.path.join(os.path.dirname(path), file)) if file else path
+                where = f"{os.path.relpath(path, ROOT)}:{n}: {target}"
+                assert os.path.exists(dest), f"{where}: no such file"
+                if anchor:
+                    assert dest.endswith(".md"), f"{where}: an anchor into a file that is not a page"
+                    assert anchor in _anchors(dest), f"{where}: no such heading"
+                checked += 1
+    assert checked >= 40  # the pages link to each other; a broken pattern would find none
 
 
 def test_markers_are_well_formed():
