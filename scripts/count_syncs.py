@@ -17,7 +17,7 @@ the CPU.
     python scripts/count_syncs.py [--model resnet50|resnet50_v2|mobilenet|maskrcnn] [--images 2]
         [--size 128] [--no-explain] [--json out.json]
 
-docs/migration.md quotes its output (torch 2.14.1, torchvision 0.29.1).
+docs/detection.md quotes its output (torch 2.14.1, torchvision 0.29.1).
 """
 import argparse
 import collections

@@ -1,14 +1,12 @@
 #!/usr/bin/env python3
-"""GPU checks and the benchmark verdict of scripts/device-check.sh.
+"""The benchmark verdict of scripts/device-check.sh (the correctness checks on
+the GPU are the test suite's: pytest -m cuda, and the CUDA kernel tests).
 
-    device_report.py checks                    # syncs per call, CPU == CUDA bit for bit
-    device_report.py graphs                    # CUDA graph capture and replays
     device_report.py targets CPP.json PY.json  # the benchmark against the targets
     device_report.py detection ASPECT DET.json # the detection step (bench/detection_bench.py):
                                                # ASPECT syncs, graph or speed
 
-`checks` and `graphs` print one line per check and exit 1 when any check
-fails. `targets` prints the benchmark against the targets; its last line is
+`targets` prints the benchmark against the targets; its last line is
 the verdict: "all N targets met" (exit 0), "MISSED: <the missed targets>"
 (exit 2: a missed target is reported, not an error), "NOT MEASURED: ..."
 (exit 1: a benchmark result it needs is missing or unreadable), or "FAIL: ..."
@@ -29,172 +27,6 @@ A configuration without its result is NOT MEASURED.
 """
 import json
 import sys
-import warnings
-
-
-class Report:
-    def __init__(self):
-        self.failures = 0
-
-    def __call__(self, name, ok, detail):
-        self.failures += 0 if ok else 1
-        print(f"{name:<44} {'ok' if ok else 'FAIL':<5} {detail}", flush=True)
-
-
-def cuda_or_none():
-    import torch
-
-    if not torch.cuda.is_available():
-        print("FAIL: no CUDA device")
-        return None
-    return torch
-
-
-def checks() -> int:
-    torch = cuda_or_none()
-    if torch is None:
-        return 1
-    import syncfree
-    report = Report()
-
-    # Host syncs per call, per op: CUDA's sync debug mode warns on each one.
-    labels = torch.randint(-1, 2, (8, 20000), device="cuda")
-    features = torch.randn(8, 20000, 16, device="cuda")
-    quota = torch.tensor([300, 300], device="cuda")
-    corner = torch.rand(8, 5000, 2, device="cuda") * 500
-    boxes = torch.cat([corner, corner + 8 + torch.rand(8, 5000, 2, device="cuda") * 64], -1)
-    scores = torch.rand(8, 5000, device="cuda")
-    levels = torch.randint(0, 5, (8, 5000), device="cuda")
-    calls = {
-        "balanced_sample": lambda: syncfree.balanced_sample(labels, 1000),
-        "balanced_sample (seed)": lambda: syncfree.balanced_sample(labels, 1000, seed=5),
-        "balanced_sample_gather": lambda: syncfree.balanced_sample_gather(features, labels, 1000),
-        "stratified_sample (tensor quotas)": lambda: syncfree.stratified_sample(labels, 1000, quota),
-        "stratified_sample_gather": lambda: syncfree.stratified_sample_gather(features, labels, 1000,
-                                                                              quota),
-        "compact": lambda: syncfree.compact(labels > 0, 1000),
-        "nms (idxs, valid)": lambda: syncfree.nms(boxes, scores, 0.7, 1000, idxs=levels, valid=labels[:, :5000] >= 0),
-    }
-    for name, call in calls.items():
-        call()
-        torch.cuda.synchronize()
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            torch.cuda.set_sync_debug_mode("warn")
-            try:
-                for _ in range(10):
-                    call()
-            finally:
-                torch.cuda.set_sync_debug_mode("default")
-        syncs = sum("synchroniz" in str(w.message) for w in caught) / 10
-        report(f"syncs per call: {name}", syncs == 0, f"{syncs:g}")
-
-    # CPU == CUDA, bit for bit, on both launch paths (rows up to 16384 labels
-    # take the one-launch kernel), every label dtype.
-    equal = total = 0
-    gen = torch.Generator().manual_seed(0)
-    for dtype in (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64):
-        for shape, k in (((1, 1), 1), ((3, 1000), 100), ((2, 16384), 4096), ((2, 16385), 1638),
-                         ((1, 70000), 7000), ((64, 64), 16), ((1, 200000), 4097)):
-            if dtype == torch.bool:
-                lab = torch.randint(0, 2, shape, generator=gen).bool()
-            else:
-                lab = torch.randint(-1, 3, shape, generator=gen).to(dtype)
-            for seed in (0, 123456789):
-                ci, cv = syncfree.balanced_sample(lab, k, 0.3, seed=seed)
-                gi, gv = syncfree.balanced_sample(lab.cuda(), k, 0.3, seed=seed)
-                total += 1
-                equal += int(torch.equal(ci, gi.cpu()) and torch.equal(cv, gv.cpu()))
-    report("CPU == CUDA (seeded, both launch paths)", equal == total, f"{equal}/{total} equal")
-
-    # stratified_sample: CPU == CUDA, bit for bit, over class counts and shapes.
-    equal = total = 0
-    for classes in (1, 2, 21, 150, 3000):
-        for shape, k in (((1, 1), 1), ((3, 1000), 100), ((2, 16384), 512), ((1, 70000), 4000)):
-            lab = torch.randint(-1, classes + 1, shape, generator=gen)
-            quota = torch.randint(-1, max(2, k // max(classes, 1) + 2), (classes,), generator=gen)
-            for fill in (True, False):
-                ci, cv = syncfree.stratified_sample(lab, k, quota, fill=fill, seed=7)
-                gi, gv = syncfree.stratified_sample(lab.cuda(), k, quota.cuda(), fill=fill, seed=7)
-                total += 1
-                equal += int(torch.equal(ci, gi.cpu()) and torch.equal(cv, gv.cpu()))
-    report("stratified CPU == CUDA (seeded)", equal == total, f"{equal}/{total} equal")
-
-    # compact: CPU == CUDA over densities and both launch paths (16384 labels).
-    equal = total = 0
-    for shape, k in (((1, 1), 1), ((3, 1000), 100), ((2, 16384), 20000), ((2, 16385), 500),
-                     ((1, 200000), 70000), ((64, 64), 16)):
-        for density in (0.0, 0.01, 0.5, 1.0):
-            mask = torch.rand(shape, generator=gen) < density
-            c = syncfree.compact(mask, k)
-            g = syncfree.compact(mask.cuda(), k)
-            total += 1
-            equal += int(all(torch.equal(a, b.cpu()) for a, b in zip(c, g)))
-    report("compact CPU == CUDA", equal == total, f"{equal}/{total} equal")
-
-    # nms: CPU == CUDA (the CPU equals torchvision in CI), with and without ids.
-    equal = total = 0
-    for b, n, m in ((1, 1, 1), (2, 1000, 300), (8, 5000, 1000), (1, 20000, 2000)):
-        corner = torch.rand(b, n, 2, generator=gen) * 300
-        bx = torch.cat([corner, corner + 4 + torch.rand(b, n, 2, generator=gen) * 64], -1)
-        sc = torch.rand(b, n, generator=gen)
-        ids = torch.randint(0, 5, (b, n), generator=gen)
-        for thr in (0.3, 0.7):
-            for kw in ({}, {"idxs": ids}):
-                c = syncfree.nms(bx, sc, thr, m, **kw)
-                g = syncfree.nms(bx.cuda(), sc.cuda(), thr, m, **{k: v.cuda() for k, v in kw.items()})
-                total += 1
-                equal += int(all(torch.equal(x, y.cpu()) for x, y in zip(c, g)))
-    report("nms CPU == CUDA", equal == total, f"{equal}/{total} equal")
-    return 1 if report.failures else 0
-
-
-def graphs() -> int:
-    torch = cuda_or_none()
-    if torch is None:
-        return 1
-    import syncfree
-    report = Report()
-    # CUDA graphs: replays draw fresh samples, each equal to the eager call
-    # from the same generator state; default and explicit generators.
-    for which in ("default generator", "explicit generator"):
-        g = None if which == "default generator" else torch.Generator(device="cuda")
-        lab = torch.randint(-1, 2, (4, 3000), device="cuda")
-        try:
-            if g is None:
-                torch.cuda.manual_seed(11)
-            else:
-                g.manual_seed(11)
-            graph = torch.cuda.CUDAGraph()
-            if g is not None and hasattr(graph, "register_generator_state"):
-                graph.register_generator_state(g)
-            stream = torch.cuda.Stream()
-            stream.wait_stream(torch.cuda.current_stream())
-            with torch.cuda.stream(stream):
-                syncfree.balanced_sample(lab, 300, generator=g)  # warm up
-            torch.cuda.current_stream().wait_stream(stream)
-            if g is None:
-                torch.cuda.manual_seed(11)
-            else:
-                g.manual_seed(11)
-            with torch.cuda.graph(graph):
-                out, _ = syncfree.balanced_sample(lab, 300, generator=g)
-            replays = []
-            for _ in range(3):
-                graph.replay()
-                replays.append(out.clone())
-            if g is None:
-                torch.cuda.manual_seed(11)
-            else:
-                g.manual_seed(11)
-            eager = [syncfree.balanced_sample(lab, 300, generator=g)[0] for _ in range(3)]
-            fresh = not torch.equal(replays[0], replays[1]) and not torch.equal(replays[1], replays[2])
-            same = all(torch.equal(r, e) for r, e in zip(replays, eager))
-            report(f"graph replays ({which})", fresh and same,
-                   f"fresh={fresh} equal-to-eager={same}")
-        except Exception as e:  # a clear error is a result too; record it
-            report(f"graph replays ({which})", False, f"{type(e).__name__}: {str(e)[:160]}")
-    return 1 if report.failures else 0
 
 
 # Targets on the GPU (ms, syncfree gather, medians).
@@ -371,8 +203,6 @@ def detection(aspect: str, path: str) -> int:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) == 2 and sys.argv[1] in ("checks", "graphs"):
-        sys.exit(checks() if sys.argv[1] == "checks" else graphs())
     if len(sys.argv) == 4 and sys.argv[1] == "targets":
         sys.exit(targets(sys.argv[2], sys.argv[3]))
     if len(sys.argv) == 4 and sys.argv[1] == "detection":

@@ -6,7 +6,7 @@
 // arithmetic and therefore return bit-identical samples for the same seed.
 // A new op's rule goes here (csrc/core/<rule>.h, its tests in
 // tests/cpp/test_core.cpp); the torch layer is csrc/ops, the backends
-// csrc/cpu and csrc/cuda (csrc/README.md lists the tree).
+// csrc/cpu and csrc/cuda (docs/design.md lists the tree).
 #pragma once
 
 #if defined(__CUDACC__) || defined(__HIPCC__)

@@ -8,8 +8,8 @@
 // Both functions call the operators syncfree::balanced_sample and
 // syncfree::balanced_sample_gather through the PyTorch dispatcher, so they
 // run on whatever backend the inputs live on and compose with autograd.
-// README.md documents the contract: label rule, quota rule, output layout,
-// randomness and guarantees.
+// docs/operators.md documents the contract: label rule, quota rule, output
+// layout, randomness and guarantees.
 #pragma once
 
 #include <ATen/ATen.h>
