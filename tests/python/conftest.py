@@ -1,4 +1,12 @@
+"""Fixtures shared by the Python tests, the skip of the ``cuda`` tests
+without a CUDA device, and the order of the tests (slowest first). The
+markers and pytest's options are in pyproject.toml; shared code that is not a
+fixture is in the ``helpers`` package."""
 import os
+import pathlib
+
+import pytest
+import torch
 
 import syncfree
 
@@ -6,29 +14,60 @@ if os.environ.get("SYNCFREE_EXPECT_INSTALLED"):
     # The pip check must test the installed copy, not a build tree.
     assert "site-packages" in syncfree.__file__, syncfree.__file__
 
+HERE = pathlib.Path(__file__).parent
 
-def pytest_configure(config):
-    config.addinivalue_line(
-        "markers", "models: whole torchvision detection models (minutes on a small CPU); CI runs them on one "
-        "torch leg")
+
+@pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
+def device(request):
+    """The device of a test that runs on both: ``cpu`` always, ``cuda`` marked
+    ``cuda`` (skipped without a CUDA device)."""
+    return request.param
+
+
+@pytest.fixture
+def fresh_dynamo():
+    """dynamo reset before and after the test, its counters cleared: every
+    test counts its own compilations and graph breaks."""
+    import torch._dynamo
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    counters.clear()
+    yield
+    torch._dynamo.reset()
 
 
 # The slowest test files first (measured: whole models compiled, AOTInductor,
-# compiled detection steps, opcheck). With --maxschedchunk 1 (the Makefile,
-# scripts/check-wheel.sh) pytest-xdist hands each worker one test at a time,
-# so the long ones run side by side on both workers from the start instead
-# of one of them ending the run on a single worker.
+# compiled detection steps, opcheck), then the other tests marked `slow`. With
+# --maxschedchunk 1 (the Makefile, scripts/check-wheel.sh) pytest-xdist hands
+# each worker one test at a time, so the long ones run side by side on both
+# workers from the start instead of one of them ending the run on a single
+# worker.
 SLOWEST_FIRST = (
-    "test_static_rcnn_models.py",
-    "test_static_rcnn_ddp.py",
-    "test_balanced_sample_export.py",
-    "test_stratified_sample_torch2.py",
-    "test_compat_compile.py",
-    "test_compat.py",
-    "test_examples.py",
+    "detection/test_torchvision_models.py",
+    "detection/test_ddp.py",
+    "balanced_sample/test_export.py",
+    "stratified_sample/test_torch2.py",
+    "compat/test_compile.py",
+    "compat/test_samplers.py",
+    "tooling/test_examples.py",
 )
 
 
 def pytest_collection_modifyitems(session, config, items):
     rank = {name: i for i, name in enumerate(SLOWEST_FIRST)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(SLOWEST_FIRST)))  # stable
+
+    def order(item):
+        try:
+            name = item.path.relative_to(HERE).as_posix()
+        except ValueError:  # a test outside tests/python
+            name = item.path.name
+        slow = item.get_closest_marker("slow") is not None
+        return rank.get(name, len(SLOWEST_FIRST) + (0 if slow else 1))
+
+    items.sort(key=order)  # stable
+    if not torch.cuda.is_available():
+        skip = pytest.mark.skip(reason="no CUDA device")
+        for item in items:
+            if item.get_closest_marker("cuda") is not None:
+                item.add_marker(skip)

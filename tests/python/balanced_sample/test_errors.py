@@ -6,6 +6,7 @@ import pytest
 import torch
 
 import syncfree
+from helpers.cuda import check_rejected_calls_leave_the_generators_unchanged
 
 LABELS = torch.zeros(2, 10, dtype=torch.int64)
 
@@ -59,3 +60,23 @@ def test_gather_shape_mismatch():
 def test_gather_device_mismatch():
     with pytest.raises(RuntimeError, match=r"^syncfree\.balanced_sample_gather: features and labels must be on the same device"):
         syncfree.balanced_sample_gather(torch.zeros(2, 10, 3, device="meta"), LABELS, 4)
+
+
+@pytest.mark.cuda
+def test_cuda_rejected_calls_leave_the_generators_unchanged():
+    labels = torch.randint(-1, 2, (2, 100), device="cuda")
+    # More than 2^31 - 1 blocks of work (rows * ceil(N / 8192)): rejected by
+    # the CUDA backend itself. Neither tensor holds memory (empty, expanded).
+    too_many_rows = torch.empty(2**31, 0, device="cuda", dtype=torch.int64)
+    too_many_chunks = torch.zeros((), device="cuda", dtype=torch.int8).expand(2**30 + 1, 2 * 65536)
+    rejected = [
+        (lambda g: syncfree.balanced_sample(labels, -1, generator=g), "num_samples"),
+        (lambda g: syncfree.balanced_sample(labels, 4, 1.5, generator=g), "positive_fraction"),
+        (lambda g: syncfree.balanced_sample(labels, 4, negative_label=-1, generator=g), "negative_label"),
+        (lambda g: syncfree.balanced_sample(labels.float(), 4, generator=g), "dtype"),
+        (lambda g: syncfree.balanced_sample(too_many_rows, 1, generator=g), "too large"),
+        (lambda g: syncfree.balanced_sample(too_many_chunks, 1, generator=g), "too large"),
+        (lambda g: syncfree.balanced_sample_gather(too_many_chunks, too_many_chunks, 1, generator=g), "too large"),
+    ]
+    check_rejected_calls_leave_the_generators_unchanged(
+        rejected, lambda g: syncfree.balanced_sample(labels, 4, generator=g))

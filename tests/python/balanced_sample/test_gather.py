@@ -1,9 +1,10 @@
 """syncfree.balanced_sample_gather: Meta shapes, values against a manual gather,
-lazy views, bool labels, empty rows, and gradients."""
+lazy views, bool labels, empty rows, and gradients; on CUDA, equal to the CPU."""
 import pytest
 import torch
 
 import syncfree
+from helpers.checks import check_sample, random_labels
 
 
 def test_meta_shapes_and_dtypes():
@@ -116,3 +117,50 @@ def test_gather_gradient_of_empty_rows_is_zero():
     f, _, v = syncfree.balanced_sample_gather(features, torch.zeros(2, 0, dtype=torch.int64), 4)
     f.sum().backward()
     assert features.grad.shape == (2, 0, 3) and not bool(v.any())
+
+
+@pytest.mark.cuda
+def test_cuda_invariants_and_gather():
+    gen = torch.Generator().manual_seed(1)
+    labels = random_labels(torch.int64, (8, 5000), gen, "cuda")
+    idx, valid = syncfree.balanced_sample(labels, 300, 0.25)
+    check_sample(labels.cpu(), idx.cpu(), valid.cpu(), 300, 0.25)
+    features = torch.randn(8, 5000, 16, device="cuda", requires_grad=True)
+    f, l, v = syncfree.balanced_sample_gather(features, labels, 300, 0.25, seed=3)
+    cf, cl, cv = syncfree.balanced_sample_gather(features.detach().cpu(), labels.cpu(), 300, 0.25, seed=3)
+    assert torch.equal(f.detach().cpu(), cf) and torch.equal(l.cpu(), cl) and torch.equal(v.cpu(), cv)
+    f.sum().backward()
+    assert features.grad is not None and float(features.grad.sum()) == float(v.sum()) * 16
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", [torch.int64, torch.bool, torch.int8])
+@pytest.mark.parametrize("F, strided", [((16,), False), ((3,), True), ((), False), ((2, 5), False), ((7,), False)])
+def test_cuda_gather_equals_cpu(dtype, F, strided):
+    gen = torch.Generator().manual_seed(2)
+    labels = random_labels(dtype, (2, 3, 700), gen)
+    features = torch.randn((2, 3) + F + (700,), generator=gen).movedim(-1, 2)
+    if not strided:
+        features = features.contiguous()
+    for K in [1, 90, 800]:
+        cpu = syncfree.balanced_sample_gather(features, labels, K, 0.4, seed=8)
+        gpu = syncfree.balanced_sample_gather(features.cuda(), labels.cuda(), K, 0.4, seed=8)
+        assert all(torch.equal(g.cpu(), c) for g, c in zip(gpu, cpu)), (F, strided, K)
+        # The generic ATen gather (for backends without a kernel) agrees on CUDA too.
+        idx, valid = syncfree.balanced_sample(labels.cuda(), K, 0.4, seed=8)
+        op = torch.ops.syncfree._gather_sampled.default
+        generic = op._op_dk(torch._C.DispatchKey.CompositeExplicitAutograd, features.cuda(), labels.cuda(), idx, valid)
+        assert all(torch.equal(g, c.cuda()) for g, c in zip(generic, cpu[:2]))
+
+
+@pytest.mark.cuda
+def test_cuda_gather_of_padded_and_expanded_features():
+    # Layouts the adapter passes to the kernel without a copy: items that are a
+    # slice of wider rows (padded strides), and stride-0 (expanded) features.
+    gen = torch.Generator().manual_seed(3)
+    labels = random_labels(torch.int64, (3, 500), gen)
+    wide = torch.randn(3, 500, 16, generator=gen)
+    for features in [wide[..., :8], wide[..., 3:7], torch.randn(3, 1, 6, generator=gen).expand(3, 500, 6)]:
+        cpu = syncfree.balanced_sample_gather(features, labels, 60, seed=2)
+        gpu = syncfree.balanced_sample_gather(features.cuda(), labels.cuda(), 60, seed=2)
+        assert all(torch.equal(g.cpu(), c) for g, c in zip(gpu, cpu))

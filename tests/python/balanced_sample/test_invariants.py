@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import syncfree
-from checks import LABEL_DTYPES, check_sample
+from helpers.checks import LABEL_DTYPES, check_sample
 
 # Every integer label dtype (below uint8, -1 wraps to the largest value: a positive).
 INT_DTYPES = [d for d in LABEL_DTYPES if d != torch.bool]

@@ -12,7 +12,7 @@ import math
 import torch
 
 import syncfree
-from checks import assert_uniform
+from helpers.checks import assert_uniform
 
 P_FAIL = 1e-6
 
@@ -101,7 +101,7 @@ def test_inclusion_probability_uniform_within_each_class():
         n = c.numel()
         p = k / n
         stat = float(((c - B * p) ** 2 / (B * p)).sum()) / ((1 - p) * n / (n - 1))
-        from checks import chi2_critical
+        from helpers.checks import chi2_critical
 
         assert stat < chi2_critical(n - 1, P_FAIL / 2), (cls, stat)
 
@@ -134,7 +134,7 @@ def test_interleaving_uniform_when_classes_differ_in_size():
     counts = pos_slots.sum(0).double()
     p = 3 / 300
     stat = float(((counts - B * p) ** 2 / (B * p)).sum()) / ((1 - p) * 300 / 299)
-    from checks import chi2_critical
+    from helpers.checks import chi2_critical
 
     assert stat < chi2_critical(299, P_FAIL / 2), stat
 

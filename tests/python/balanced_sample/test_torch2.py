@@ -9,6 +9,8 @@
   replays a compiled run.
 - torch.library.opcheck over the label dtypes, batch shapes, empty rows,
   K = 0 and the three operators.
+- On CUDA: torch.compile (with CUDA graphs, and dynamic shapes with backward)
+  equals eager, and opcheck.
 """
 import copy
 import itertools
@@ -22,33 +24,12 @@ from torch._dynamo.testing import CompileCounterWithBackend
 from torch._dynamo.utils import counters
 
 import syncfree
-from checks import LABEL_DTYPES, check_sample
+from helpers.checks import LABEL_DTYPES, assert_same, check_sample, random_labels
 
 OPS = torch.ops.syncfree
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    """Every test counts its own compilations and graph breaks."""
-    torch._dynamo.reset()
-    counters.clear()
-    yield
-    torch._dynamo.reset()
-
-
-def random_labels(dtype, shape, gen):
-    """Labels with ignored (-1, signed dtypes only), negative (0) and positive (1, 2) items."""
-    if dtype == torch.bool:
-        return torch.randint(0, 2, shape, generator=gen).bool()
-    low = 0 if dtype == torch.uint8 else -1
-    return torch.randint(low, 3, shape, generator=gen).to(dtype)
-
-
-def assert_same(got, want):
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, w.dtype, g.shape, w.shape)
-        assert torch.equal(g, w)
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/python/conftest.py
 
 
 # --- a training step under torch.compile(fullgraph=True) ---------------------
@@ -395,3 +376,49 @@ def test_opcheck_explicit_generator():
     torch.library.opcheck(OPS.balanced_sample.default, (labels, 8), {"generator": g}, test_utils=tests)
     torch.library.opcheck(OPS.balanced_sample_gather.default, (features, labels, 8), {"generator": g},
                           test_utils=tests)
+
+
+# --- CUDA ---------------------------------------------------------------------
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("mode", [None, "reduce-overhead"])
+def test_cuda_compile(mode):
+    labels = torch.randint(-1, 2, (4, 5000), device="cuda")
+    features = torch.randn(4, 5000, 8, device="cuda")
+
+    def step(features, labels):
+        f, l, v = syncfree.balanced_sample_gather(features, labels, 64, 0.25, seed=2)
+        return f.sum(-1), l
+
+    compiled = torch.compile(step, fullgraph=True, mode=mode)
+    for _ in range(3):
+        a, la = compiled(features, labels)
+    b, lb = step(features, labels)
+    assert torch.allclose(a, b) and torch.equal(la, lb)
+
+
+@pytest.mark.cuda
+def test_cuda_compile_dynamic_shapes_with_backward():
+    def step(features, labels):
+        f, l, v = syncfree.balanced_sample_gather(features, labels, 32, 0.25, seed=4)
+        return (f * f).sum()
+
+    compiled = torch.compile(step, fullgraph=True, dynamic=True)
+    for rows, n in [(4, 3000), (3, 1100), (5, 20000)]:
+        labels = torch.randint(-1, 2, (rows, n), device="cuda")
+        x = torch.randn(rows, n, 8, device="cuda", requires_grad=True)
+        y = x.detach().clone().requires_grad_()
+        compiled(x, labels).backward()
+        step(y, labels).backward()
+        assert torch.allclose(x.grad, y.grad)
+
+
+@pytest.mark.cuda
+def test_cuda_opcheck():
+    labels = torch.randint(-1, 2, (3, 500), device="cuda")
+    features = torch.randn(3, 500, 4, device="cuda", requires_grad=True)
+    torch.library.opcheck(torch.ops.syncfree.balanced_sample.default, (labels, 16), {"seed": 1})
+    torch.library.opcheck(torch.ops.syncfree.balanced_sample_gather.default, (features, labels, 16), {"seed": 1})
+    idx, valid = syncfree.balanced_sample(labels, 16, seed=1)
+    torch.library.opcheck(torch.ops.syncfree._gather_sampled.default, (features.detach(), labels, idx, valid))

@@ -1,6 +1,6 @@
 """TorchScript: the Python wrappers and detectron2's drop-in compile and give
 exactly what the eager calls give. (The torchvision sampler and scripted
-detection models: test_compat.py.)"""
+detection models: compat/test_samplers.py.)"""
 import warnings
 from typing import Optional, Tuple
 
@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 import syncfree
-from checks import check_sample
+from helpers.checks import assert_same, check_sample
 from syncfree.compat import detectron2 as sf_d2
 
 
@@ -17,13 +17,6 @@ def script(fn):
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated")
         return torch.jit.script(fn)
-
-
-def assert_equal(a, b):
-    assert len(a) == len(b)
-    for x, y in zip(a, b):
-        assert x.dtype == y.dtype and x.shape == y.shape
-        assert torch.equal(x, y)
 
 
 def labels_and_features():
@@ -44,8 +37,8 @@ def test_wrappers_script_with_keyword_arguments():
     labels, features = labels_and_features()
     got_a, got_b = scripted(labels, features)
     want_a, want_b = sample(labels, features)
-    assert_equal(got_a, want_a)
-    assert_equal(got_b, want_b)
+    assert_same(got_a, want_a)
+    assert_same(got_b, want_b)
     check_sample(labels, *got_a, 16, 0.25)
     # The scripted gather took the options: it gathers what balanced_sample
     # chooses with them.
@@ -72,8 +65,8 @@ def test_arguments_by_position_in_the_documented_order():
                                         fill_positives=False, seed=9, generator=None),
     )
     for result in (positional(labels, features), script(positional)(labels, features)):
-        assert_equal(result[0], by_keyword[0])
-        assert_equal(result[1], by_keyword[1])
+        assert_same(result[0], by_keyword[0])
+        assert_same(result[1], by_keyword[1])
     # The options are used: other values give other samples.
     other = syncfree.balanced_sample(labels, 20, 0.75, 0, False, 9)
     assert not torch.equal(other[0], by_keyword[0][0])
@@ -89,8 +82,8 @@ def test_scripted_calls_draw_from_generators_like_eager_calls():
     got = scripted(labels, torch.Generator().manual_seed(5))
     torch.manual_seed(21)
     want = draw(labels, torch.Generator().manual_seed(5))
-    assert_equal(got[0], want[0])
-    assert_equal(got[1], want[1])
+    assert_same(got[0], want[0])
+    assert_same(got[1], want[1])
     assert not torch.equal(got[0][0], got[1][0])  # two generators, two samples
 
 
@@ -116,7 +109,7 @@ def test_detectron2_subsample_labels_scripts():
         got = scripted(labels, 128, 0.25, num_classes)
         torch.manual_seed(n)
         want = sf_d2.subsample_labels(labels, 128, 0.25, num_classes)
-        assert_equal(got, want)
+        assert_same(got, want)
         positive = (labels != -1) & (labels != num_classes)
         assert int(got[0].numel()) == min(int(positive.sum()), 32)
         assert bool(positive[got[0]].all()) and bool((labels[got[1]] == num_classes).all())
@@ -125,8 +118,8 @@ def test_detectron2_subsample_labels_scripts():
 def test_detectron2_static_form_scripts():
     scripted = script(sf_d2.subsample_labels_static)
     labels = torch.randint(-1, 4, (3, 200), generator=torch.Generator().manual_seed(4))
-    assert_equal(scripted(labels, 32, 0.25, 3, seed=7), sf_d2.subsample_labels_static(labels, 32, 0.25, 3, seed=7))
-    assert_equal(scripted(labels, 32, 0.25, 3, None, torch.Generator().manual_seed(2)),
+    assert_same(scripted(labels, 32, 0.25, 3, seed=7), sf_d2.subsample_labels_static(labels, 32, 0.25, 3, seed=7))
+    assert_same(scripted(labels, 32, 0.25, 3, None, torch.Generator().manual_seed(2)),
                  sf_d2.subsample_labels_static(labels, 32, 0.25, 3, generator=torch.Generator().manual_seed(2)))
 
 

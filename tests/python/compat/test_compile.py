@@ -6,13 +6,12 @@ dynamo's recompile limit sends the frame back to eager. These tests compile
 once, then run with ``error_on_recompile``: any recompilation raises, with
 dynamo's reason.
 """
-import os
-
 import pytest
 import torch
 import torch._dynamo
 import torch._dynamo.testing
-from checks import torchvision_or_skip
+from helpers.checks import torchvision_or_skip
+from helpers.detection import detection_batch
 
 from syncfree.compat import detectron2 as sf_d2
 from syncfree.compat import torchvision as sf_tv
@@ -20,11 +19,7 @@ from syncfree.compat import torchvision as sf_tv
 STEPS = 12
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/python/conftest.py
 
 
 def run_without_recompiling(step, steps=STEPS, warmup=1):
@@ -111,14 +106,6 @@ def tiny_faster_rcnn(box_batch_size_per_image=64):
         box_roi_pool=MultiScaleRoIAlign(["0"], 7, 2),
         rpn_pre_nms_top_n_train=200, rpn_post_nms_top_n_train=200,  # a cheap NMS
         box_batch_size_per_image=box_batch_size_per_image)
-
-
-def detection_batch(seed=1, images=2):
-    gen = torch.Generator().manual_seed(seed)
-    batch = [torch.rand(3, 128, 128, generator=gen) for _ in range(images)]
-    targets = [dict(boxes=torch.tensor([[10.0, 20.0, 60.0, 90.0], [50.0, 40.0, 120.0, 110.0]]),
-                    labels=torch.tensor([1, 2])) for _ in range(images)]
-    return batch, targets
 
 
 # torch 2.11's pad_sequence decomposition guards on which image has the most

@@ -9,7 +9,8 @@ from typing import List
 import pytest
 import torch
 
-from checks import chi2_critical
+from helpers.checks import chi2_critical
+from helpers.detection import detection_batch
 from syncfree.compat import detectron2 as sf_d2
 
 if os.environ.get("SYNCFREE_EXPECT_TORCHVISION") == "1":
@@ -62,7 +63,7 @@ def test_every_eligible_anchor_equally_likely():
     # One image, repeated: each positive is chosen with probability num_pos/P
     # and each negative with num_neg/Q, as under torchvision's sampler.
     # Pearson's statistic is scaled for sampling without replacement (see
-    # test_balanced_sample_statistics.py); false-failure probability < 1e-6 per class.
+    # balanced_sample/test_statistics.py); false-failure probability < 1e-6 per class.
     gen = torch.Generator().manual_seed(1)
     image = torch.randint(-1, 3, (400,), generator=gen)
     copies = 3000
@@ -179,15 +180,7 @@ def detection_model():
         weights=None, weights_backbone=None, num_classes=3, min_size=128, max_size=128)
 
 
-def detection_batch():
-    gen = torch.Generator().manual_seed(1)
-    images = [torch.rand(3, 128, 128, generator=gen) for _ in range(2)]
-    targets = [dict(boxes=torch.tensor([[10.0, 20.0, 60.0, 90.0], [50.0, 40.0, 120.0, 110.0]]),
-                    labels=torch.tensor([1, 2])) for _ in range(2)]
-    return images, targets
-
-
-def training_losses(model, seed=7):
+def losses_and_sampler_calls(model, seed=7):
     """One training forward from a seeded default generator: (losses, {op: calls}).
     The profiler sees the operators of eager and of scripted code alike."""
     from torch.profiler import ProfilerActivity, profile
@@ -235,8 +228,8 @@ def test_scripted_patched_model_samples_with_syncfree(how):
         # The scripted model holds syncfree's sampler, not torchvision's.
         assert type(scripted.rpn.fg_bg_sampler) is sf_tv.BalancedPositiveNegativeSampler
         assert type(scripted.roi_heads.fg_bg_sampler) is sf_tv.BalancedPositiveNegativeSampler
-        got, got_calls = training_losses(scripted)
-        want, want_calls = training_losses(eager)
+        got, got_calls = losses_and_sampler_calls(scripted)
+        want, want_calls = losses_and_sampler_calls(eager)
         # One syncfree call per head (RPN and ROI heads), no randperm: the
         # scripted model runs syncfree's sampler, and draws the same samples
         # as the eager model from the same generator state.
@@ -296,14 +289,14 @@ def test_scripted_torchvision_model_keeps_torchvisions_sampler():
         assert samplers_of(model) == [TV_SAMPLER] * 2
         scripted = script(model)
     assert type(scripted.rpn.fg_bg_sampler) is TV_SAMPLER
-    losses, calls = training_losses(scripted)
+    losses, calls = losses_and_sampler_calls(scripted)
     assert calls["syncfree::balanced_sample"] == 0 and calls["aten::randperm"] > 0
     # and unpatch(model) takes a patched model back to torchvision's sampler, scripted too.
     patched_then_unpatched = sf_tv.unpatch(sf_tv.patch(detection_model()))
     assert samplers_of(patched_then_unpatched) == [TV_SAMPLER] * 2
     assert "__annotations__" not in patched_then_unpatched.rpn.__dict__
     assert type(patched_then_unpatched.rpn) is type(model.rpn)  # torchvision's class again
-    again, calls = training_losses(script(patched_then_unpatched))
+    again, calls = losses_and_sampler_calls(script(patched_then_unpatched))
     assert calls["syncfree::balanced_sample"] == 0 and calls["aten::randperm"] > 0
     assert_same_losses(again, losses)
 
@@ -352,7 +345,7 @@ def test_detection_example_runs(monkeypatch):
     import math
     import os
 
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "examples", "detection_train_step.py")
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "examples", "detection_train_step.py")
     spec = importlib.util.spec_from_file_location("detection_train_step", path)
     example = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(example)

@@ -1,7 +1,7 @@
 """The static Faster R-CNN step under DistributedDataParallel.
 
 Two processes on the CPU (the gloo backend), launched as subprocesses of
-this file (``python test_static_rcnn_ddp.py --worker RANK ...``) on a free
+this file (``python test_ddp.py --worker RANK ...``) on a free
 port chosen at run time, each wrap ``make_static(fasterrcnn_mobilenet_v3_large_fpn)``
 in ``DistributedDataParallel`` and ``torch.compile`` the wrapped model. The
 backend is ``aot_eager``: dynamo and AOT autograd (the graphs, the
@@ -40,8 +40,8 @@ import time
 
 import pytest
 import torch
-from checks import torchvision_or_skip
-from static_rcnn_helpers import take_everything
+from helpers.checks import torchvision_or_skip
+from helpers.detection import take_everything
 
 pytestmark = pytest.mark.models  # whole models compiled: the torch 2.14.1 leg only (Makefile MODEL_TORCH)
 
@@ -98,7 +98,8 @@ def _launch(out_dir):
 
     env = dict(os.environ)
     package_root = os.path.dirname(os.path.dirname(os.path.abspath(syncfree.__file__)))
-    env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in [env.get("PYTHONPATH")] if p])
+    tests_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # for `helpers`
+    env["PYTHONPATH"] = os.pathsep.join([package_root, tests_root] + [p for p in [env.get("PYTHONPATH")] if p])
     env["OMP_NUM_THREADS"] = "1"  # one core each
     port = _free_port()
     logs = [os.path.join(out_dir, f"rank{r}.log") for r in range(WORLD)]
@@ -321,7 +322,7 @@ def _worker(rank: int, port: int, out_dir: str) -> None:
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description="a worker of test_static_rcnn_ddp.py")
+    parser = argparse.ArgumentParser(description="a worker of tests/python/detection/test_ddp.py")
     parser.add_argument("--worker", type=int, required=True, help="rank")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--out", required=True)

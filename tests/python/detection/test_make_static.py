@@ -3,15 +3,15 @@
 rule otherwise, and its parts equal torchvision's functions (IoU, matcher, mask
 pasting, batch norm over the valid RoIs); pad_targets, to_torchvision and the
 errors. The four named torchvision models, compiled and exported, are in
-test_static_rcnn_models.py."""
+test_torchvision_models.py."""
 import copy
 
 import pytest
 import torch
 from torch import nn
 
-from static_rcnn_helpers import (H, W, assert_detections_equal, assert_losses_equal, make_batch, take_everything,
-                                 tiny_model, torchvision_or_skip, training_losses)
+from helpers.detection import (H, W, assert_detections_equal, assert_losses_equal, make_batch, take_everything,
+                               tiny_model, torchvision_or_skip, training_losses)
 
 G = 6
 

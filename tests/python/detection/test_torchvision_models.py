@@ -4,17 +4,17 @@ loss, backward and an SGD update) that does not recompile when the number of
 ground-truth boxes changes, and the eval model exports with torch.export.
 
 Marked ``models``: whole detection models under torch.compile cost minutes on
-a small CPU, so CI runs them on one torch leg (the Makefile's MODEL_TORCH)
+a small CPU, so CI runs them on one torch leg (tests/legs.txt, tests ``all``)
 and deselects them on the others (``-m "not models"``)."""
 import pytest
 import torch
 import torch._dynamo
 import torch._dynamo.testing
 
-from static_rcnn_helpers import (H, W, assert_detections_equal, assert_losses_equal, calibrate_batch_norm,
-                                 make_batch, named_model, take_everything, training_losses)
+from helpers.detection import (H, W, assert_detections_equal, assert_losses_equal, calibrate_batch_norm,
+                               make_batch, named_model, take_everything, training_losses)
 
-pytestmark = pytest.mark.models
+pytestmark = [pytest.mark.models, pytest.mark.usefixtures("fresh_dynamo")]  # fresh_dynamo: tests/python/conftest.py
 
 MODELS = ["fasterrcnn_resnet50_fpn", "fasterrcnn_resnet50_fpn_v2", "fasterrcnn_mobilenet_v3_large_fpn",
           "maskrcnn_resnet50_fpn"]
@@ -28,15 +28,13 @@ def sf_tv():
 
 
 @pytest.fixture(autouse=True)
-def fresh_dynamo():
+def one_thread():
     # One thread per test: pytest-xdist runs two tests side by side (CI's 2
     # cores), and two threads each made these convolution-bound tests about
     # 10% slower in all.
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    torch._dynamo.reset()
     yield
-    torch._dynamo.reset()
     torch.set_num_threads(threads)
 
 
@@ -104,7 +102,7 @@ def test_training_step_is_one_graph_without_recompiling(name):
     """fullgraph=True: any graph break is an error. Backend "eager": dynamo's
     capture, which is where graph breaks and recompilations come from, run
     as captured; AOTAutograd's joint graph of the compiled static step is
-    tested by test_static_rcnn_ddp.py (aot_eager) and inductor's by
+    tested by test_ddp.py (aot_eager) and inductor's by
     bench/detection_bench.py (minutes per model on 2 cores)."""
     needs_autograd_tracing()
     model = named_model(name)

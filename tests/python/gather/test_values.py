@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import syncfree
-from checks import random_class_labels
+from helpers.checks import random_class_labels
 
 
 def manual_gather(features, labels, idx, valid):

@@ -12,6 +12,19 @@ LABEL_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, t
                 torch.uint16, torch.uint32, torch.uint64]
 
 
+def assert_same(got, want, close=()):
+    """Two sequences of tensors: the same dtypes and shapes, and equal values,
+    exactly, but for the positions in ``close`` (within torch.testing.assert_close's
+    tolerances: values that another program computes in another order)."""
+    assert len(got) == len(want)
+    for i, (g, w) in enumerate(zip(got, want)):
+        assert g.dtype == w.dtype and g.shape == w.shape, (i, g.dtype, w.dtype, g.shape, w.shape)
+        if i in close:
+            torch.testing.assert_close(g, w)
+        else:
+            assert torch.equal(g, w), i
+
+
 def torchvision_or_skip():
     """torchvision, or a skip without it; on the CI legs that pair torchvision with
     torch (SYNCFREE_EXPECT_TORCHVISION=1) a failed import fails instead."""
@@ -19,6 +32,15 @@ def torchvision_or_skip():
         import torchvision  # a failed import fails on the legs that pair torchvision
         return torchvision
     return pytest.importorskip("torchvision")
+
+
+def random_labels(dtype, shape, gen, device="cpu"):
+    """Labels with ignored (-1, signed dtypes only), negative (0) and positive (1, 2)
+    items, drawn on the CPU from ``gen``, then moved to ``device``."""
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=gen).bool().to(device)
+    low = 0 if dtype == torch.uint8 else -1
+    return torch.randint(low, 3, shape, generator=gen).to(dtype).to(device)
 
 
 def reference_quota(P, Q, K, fraction, fill_positives):

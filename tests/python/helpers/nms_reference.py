@@ -115,6 +115,21 @@ def clustered_boxes(shape, gen, clusters=30, size=500.0, jitter=0.1, dtype=torch
     return (chosen + noise * wh).to(dtype)
 
 
+def nms_inputs(lead, n, seed, dtype=torch.float32, ties=False, device="cpu"):
+    """(boxes, scores, idxs, valid) of ``lead`` rows of ``n`` clustered boxes: NaN
+    scores, 4 ids, about 15% invalid boxes; with ``ties``, scores of 6 values."""
+    g = torch.Generator().manual_seed(seed)
+    boxes = clustered_boxes(lead + (n,), g, clusters=max(1, n // 10), size=200.0, dtype=dtype)
+    if ties:
+        scores = torch.randint(0, 6, lead + (n,), generator=g).to(dtype)
+    else:
+        scores = distinct_scores(lead + (n,), g, torch.float32 if n > 256 else dtype).to(dtype)
+    scores.view(-1)[::13] = float("nan")
+    idxs = torch.randint(0, 4, lead + (n,), generator=g)
+    valid = torch.rand(lead + (n,), generator=g) < 0.85
+    return boxes.to(device), scores.to(device), idxs.to(device), valid.to(device)
+
+
 def distinct_scores(shape, gen, dtype=torch.float32):
     """Scores without ties: a random permutation of 0 .. N-1 per row (exact in dtype)."""
     *lead, n = shape

@@ -1,11 +1,11 @@
 """syncfree.nms equals torchvision's nms / batched_nms and an independent reference.
 
-Every input is checked against the NumPy greedy reference (nms_reference.py:
+Every input is checked against the NumPy greedy reference (helpers/nms_reference.py:
 both torch legs); where torchvision is installed also against
 torchvision.ops.nms, batched_nms and its per-id form (_batched_nms_vanilla),
 row by row on the row's valid boxes, indices mapped back. Scores are distinct
 wherever torchvision is compared (its sort is not stable); the tie rule is
-tested on its own.
+tested on its own. On CUDA, syncfree.nms equals the CPU's bit for bit.
 """
 import itertools
 import math
@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import syncfree
-from nms_reference import clustered_boxes, distinct_scores, iou_one_to_many, nms_batched, random_boxes
+from helpers.nms_reference import clustered_boxes, distinct_scores, iou_one_to_many, nms_batched, nms_inputs, random_boxes
 
 if os.environ.get("SYNCFREE_EXPECT_TORCHVISION") == "1":
     import torchvision  # the CI leg with a paired torchvision: a failed import fails
@@ -430,3 +430,30 @@ def test_torch_ops_and_python_wrapper_agree():
     b = torch.ops.syncfree.nms(boxes, scores, 0.5, 30)
     c = torch.ops.syncfree.nms.default(boxes, scores, 0.5, 30, idxs=None, valid=None)
     assert all(torch.equal(x, y) for x, y in zip(a, b)) and all(torch.equal(x, y) for x, y in zip(a, c))
+
+
+def test_strided_inputs(device):
+    boxes, scores, idxs, valid = nms_inputs((3, 2), 300, 1, device=device)
+    want = syncfree.nms(boxes, scores, 0.5, 40, idxs=idxs, valid=valid)
+    b = boxes.transpose(0, 1).contiguous().transpose(0, 1)
+    s = torch.empty(3, 2, 600, device=device)[..., ::2]
+    s.copy_(scores)
+    got = syncfree.nms(b, s, 0.5, 40, idxs=idxs.int(), valid=valid)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).replace("torch.", ""))
+def test_cuda_equals_cpu(dtype):
+    for lead, n in [((), 1), ((3,), 64), ((2,), 65), ((2, 3), 200), ((4,), 1000), ((1,), 5000), ((3,), 0)]:
+        for ties in (False, True):
+            boxes, scores, idxs, valid = nms_inputs(lead, n, n, dtype, ties)
+            for thr in (0.0, 0.5, 0.7, 1.0, -0.1):
+                for m in (1, 17, n + 2):
+                    for ids, ok in ((None, None), (idxs, valid)):
+                        want = syncfree.nms(boxes, scores, thr, m, idxs=ids, valid=ok)
+                        got = syncfree.nms(boxes.cuda(), scores.cuda(), thr, m, idxs=None if ids is None else ids.cuda(),
+                                           valid=None if ok is None else ok.cuda())
+                        assert got[0].device.type == "cuda"
+                        assert torch.equal(got[0].cpu(), want[0]) and torch.equal(got[1].cpu(), want[1]), \
+                            (lead, n, ties, thr, m, ids is None)

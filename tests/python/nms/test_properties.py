@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import syncfree
-from nms_reference import clustered_boxes, iou_one_to_many, random_boxes
+from helpers.nms_reference import clustered_boxes, iou_one_to_many, random_boxes
 
 
 def rank_before(scores, a, b):

@@ -1,5 +1,5 @@
 """syncfree.nms under torch.compile(fullgraph=True), torch.export, opcheck,
-TorchScript and symbolic shapes (CPU)."""
+TorchScript and symbolic shapes (CPU); torch.compile and opcheck on CUDA."""
 import pytest
 import torch
 import torch._dynamo
@@ -8,18 +8,13 @@ from torch.export import Dim
 from torch.fx.experimental.proxy_tensor import make_fx
 
 import syncfree
-from nms_reference import clustered_boxes
+from helpers.nms_reference import clustered_boxes, nms_inputs
 
 OPS = torch.ops.syncfree
 ALL_TESTS = ("test_schema", "test_autograd_registration", "test_faketensor", "test_aot_dispatch_dynamic")
 
 
-@pytest.fixture(autouse=True)
-def fresh_dynamo():
-    torch._dynamo.reset()
-    counters.clear()
-    yield
-    torch._dynamo.reset()
+pytestmark = pytest.mark.usefixtures("fresh_dynamo")  # tests/python/conftest.py
 
 
 def inputs(rows, n, seed=0, dtype=torch.float32):
@@ -145,3 +140,14 @@ def test_torchscript():
     boxes, scores, idxs, _ = inputs(3, 50)
     want = syncfree.nms(boxes, scores, 0.5, 10) + syncfree.nms(boxes, scores, 0.5, 10, idxs=idxs)
     assert same(scripted(boxes, scores, idxs), want)
+
+
+@pytest.mark.cuda
+def test_cuda_compile_and_opcheck():
+    boxes, scores, idxs, valid = nms_inputs((3,), 120, 6, device="cuda")
+    fn = torch.compile(lambda b, s, i, v: syncfree.nms(b, s, 0.5, 30, idxs=i, valid=v), fullgraph=True)
+    got = fn(boxes, scores, idxs, valid)
+    want = syncfree.nms(boxes, scores, 0.5, 30, idxs=idxs, valid=valid)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+    torch.library.opcheck(torch.ops.syncfree.nms.default, (boxes, scores, 0.5, 30), {"idxs": idxs, "valid": valid},
+                          test_utils=ALL_TESTS)

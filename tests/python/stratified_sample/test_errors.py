@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import syncfree
+from helpers.cuda import check_rejected_calls_leave_the_generators_unchanged
 
 OPS = torch.ops.syncfree
 
@@ -88,3 +89,24 @@ def test_meta_shapes():
     assert idx.shape == (2, 3, 7) and valid.dtype == torch.bool and idx.device.type == "meta"
     with pytest.raises(RuntimeError, match=r"^syncfree\.stratified_sample: class_quota must be an int64 tensor"):
         OPS.stratified_sample(labels, 7, torch.empty(4, device="meta"))
+
+
+@pytest.mark.cuda
+def test_cuda_rejected_calls_leave_the_generators_unchanged():
+    labels = torch.randint(-1, 3, (2, 100), device="cuda")
+    quota = torch.tensor([2, 2, 2], device="cuda")
+    # Rejected by the CUDA backend itself: more than 2^31 - 1 rows (one block
+    # each), and 2^31 - 1 classes (32-bit sort keys). No memory behind either.
+    too_many_rows = torch.empty(2**31, 0, device="cuda", dtype=torch.int64)
+    too_many_classes = torch.zeros((), device="cuda", dtype=torch.int64).expand(2**31 - 1)
+    rejected = [
+        (lambda g: syncfree.stratified_sample(labels, -1, quota, generator=g), "num_samples"),
+        (lambda g: syncfree.stratified_sample(labels.float(), 4, quota, generator=g), "dtype"),
+        (lambda g: syncfree.stratified_sample(labels, 4, quota.int(), generator=g), "int64"),
+        (lambda g: syncfree.stratified_sample(labels, 4, quota.cpu(), generator=g), "device"),
+        (lambda g: syncfree.stratified_sample(labels, 4, torch.zeros(3, 2, dtype=torch.int64, device="cuda"), generator=g), "shape"),
+        (lambda g: syncfree.stratified_sample(too_many_rows, 1, quota, generator=g), "too large"),
+        (lambda g: syncfree.stratified_sample(labels, 1, too_many_classes, generator=g), "too large"),
+    ]
+    check_rejected_calls_leave_the_generators_unchanged(
+        rejected, lambda g: syncfree.stratified_sample(labels, 4, quota, generator=g))

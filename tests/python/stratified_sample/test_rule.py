@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import syncfree
-from checks import LABEL_DTYPES, assert_uniform, check_stratified, random_class_labels, reference_takes
+from helpers.checks import LABEL_DTYPES, assert_uniform, check_stratified, random_class_labels, reference_takes
 
 P_FAIL = 1e-6
 

@@ -1,11 +1,11 @@
 """syncfree.stratified_sample with TorchScript, torch.compile,
-torch.library.opcheck and torch.export (CPU)."""
+torch.library.opcheck and torch.export (CPU); opcheck on CUDA."""
 import pytest
 import torch
 import torch._dynamo
 
 import syncfree
-from checks import LABEL_DTYPES, random_class_labels
+from helpers.checks import LABEL_DTYPES, random_class_labels
 
 OPS = torch.ops.syncfree
 
@@ -121,3 +121,16 @@ def test_torch_export():
         assert torch.equal(a, b)
     targets = {str(n.target) for n in exported.graph.nodes if n.op == "call_function"}
     assert "syncfree.stratified_sample.default" in targets
+
+
+@pytest.mark.cuda
+def test_cuda_opcheck():
+    labels = torch.randint(-1, 3, (3, 500), device="cuda")
+    features = torch.randn(3, 500, 4, device="cuda", requires_grad=True)
+    quota = torch.tensor([4, 4, 4], device="cuda")
+    per_row = torch.randint(-1, 6, (3, 3), device="cuda")
+    for q in (quota, per_row):
+        torch.library.opcheck(torch.ops.syncfree.stratified_sample.default, (labels, 16, q), {"seed": 1})
+    torch.library.opcheck(torch.ops.syncfree.stratified_sample_gather.default, (features, labels, 16, quota), {"seed": 1})
+    idx, valid = syncfree.stratified_sample(labels, 16, quota, seed=1)
+    torch.library.opcheck(torch.ops.syncfree.gather_sampled.default, (features, labels, idx, valid))

@@ -8,9 +8,9 @@ import warnings
 
 import pytest
 import torch
-from checks import torchvision_or_skip
+from helpers.checks import torchvision_or_skip
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "bench" / "detection_bench.py"
+SCRIPT = pathlib.Path(__file__).resolve().parents[3] / "bench" / "detection_bench.py"
 spec = importlib.util.spec_from_file_location("detection_bench", SCRIPT)
 detection_bench = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(detection_bench)

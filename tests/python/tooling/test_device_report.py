@@ -7,7 +7,7 @@ import pathlib
 
 import pytest
 
-SCRIPT = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "device_report.py"
+SCRIPT = pathlib.Path(__file__).resolve().parents[3] / "scripts" / "device_report.py"
 spec = importlib.util.spec_from_file_location("device_report", SCRIPT)
 device_report = importlib.util.module_from_spec(spec)
 spec.loader.exec_module(device_report)

@@ -12,9 +12,9 @@ import subprocess
 import sys
 
 import pytest
-from checks import torchvision_or_skip
+from helpers.checks import torchvision_or_skip
 
-ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..")
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..")
 EXAMPLE = os.path.join(ROOT, "examples", "train_static_faster_rcnn.py")
 TIMEOUT_S = 240  # 5 steps take about 15 s on 2 busy cores, imports included
 

@@ -1,10 +1,11 @@
-"""Models, data and comparisons shared by the tests of ``make_static``."""
+"""Models, data and comparisons shared by the detection tests: ``make_static``
+(tests/python/detection) and the drop-in samplers (tests/python/compat)."""
 import copy
 from collections import OrderedDict
 
 import torch
 import torch.nn.functional as F
-from checks import torchvision_or_skip
+from helpers.checks import torchvision_or_skip
 from torch import nn
 
 H = W = 128
@@ -107,6 +108,16 @@ def make_batch(seed, counts, masks=False, num_classes=4):
             t["masks"] = m
         targets.append(t)
     return images, targets
+
+
+def detection_batch(seed=1, images=2):
+    """A list of ``images`` random images (3 x H x W) and their targets: the same
+    two boxes, of classes 1 and 2, in each."""
+    gen = torch.Generator().manual_seed(seed)
+    batch = [torch.rand(3, H, W, generator=gen) for _ in range(images)]
+    targets = [dict(boxes=torch.tensor([[10.0, 20.0, 60.0, 90.0], [50.0, 40.0, 120.0, 110.0]]),
+                    labels=torch.tensor([1, 2])) for _ in range(images)]
+    return batch, targets
 
 
 def take_everything(model, images, max_boxes):
