@@ -145,6 +145,7 @@ def run_in_fresh_process(tmp_path, package, inputs, import_syncfree):
     return done, (torch.load(outputs) if done.returncode == 0 else None)
 
 
+@pytest.mark.slow
 def test_aoti_package_matches_eager(tmp_path):
     model = make_model()
     ep = torch.export.export(model, make_inputs(3, 50), dynamic_shapes=dynamic_shapes())

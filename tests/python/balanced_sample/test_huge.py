@@ -7,6 +7,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 SCRIPT = textwrap.dedent(
     """
     import json, resource, sys
@@ -32,6 +34,7 @@ SCRIPT = textwrap.dedent(
 )
 
 
+@pytest.mark.slow
 def test_row_longer_than_2_pow_31():
     env = dict(os.environ)
     out = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, env=env,

@@ -46,6 +46,7 @@ def train_step(head, features, labels, seed):
     return loss / weight.sum().clamp_min(1), f, l, v
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", [5, None], ids=["seed", "unseeded"])
 def test_compiled_training_step_matches_eager(seed):
     def step(head, features, labels):

@@ -111,6 +111,7 @@ def tiny_faster_rcnn(box_batch_size_per_image=64):
 # torch 2.11's pad_sequence decomposition guards on which image has the most
 # proposals, so the patched sampler recompiles when that changes between steps
 # (seen on torch 2.11 with torchvision 0.26; not on 2.14 and 2.15).
+@pytest.mark.slow
 @pytest.mark.xfail(tuple(int(v) for v in torch.__version__.split("+")[0].split(".")[:2]) < (2, 14),
                    reason="torch < 2.14: pad_sequence guards on the relative sizes of the per-image tensors",
                    raises=torch._dynamo.exc.RecompileError, strict=True)
@@ -174,6 +175,7 @@ def eager_losses(patched, draws, seed0):
     return {k: [o[k] for o in out] for k in out[0]}
 
 
+@pytest.mark.slow
 def test_patched_and_unpatched_losses_agree_in_distribution():
     # Both samplers draw uniformly random subsets with the same quotas, so each
     # loss has the same distribution under both. A loss the sampling varies

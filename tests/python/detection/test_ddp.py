@@ -43,7 +43,9 @@ import torch
 from helpers.checks import torchvision_or_skip
 from helpers.detection import take_everything
 
-pytestmark = pytest.mark.models  # whole models compiled: the torch 2.14.1 leg only (Makefile MODEL_TORCH)
+# Whole models compiled (models: deselected on the legs that do not run them,
+# tests/legs.txt); about a minute and a half on 2 cores (slow).
+pytestmark = [pytest.mark.models, pytest.mark.slow]
 
 WORLD = 2
 IMAGE = 64              # H = W; the backbone's last stage is 2 x 2 (batch norm needs > 1 value per channel)

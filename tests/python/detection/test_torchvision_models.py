@@ -97,6 +97,7 @@ def needs_autograd_tracing():
         pytest.skip(f"torch {torch.__version__}: dynamo cannot trace Tensor.backward() (no trace_autograd_ops)")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", MODELS)
 def test_training_step_is_one_graph_without_recompiling(name):
     """fullgraph=True: any graph break is an error. Backend "eager": dynamo's
@@ -140,6 +141,7 @@ def test_eval_model_exports(name):
     assert eager["valid"].any()
 
 
+@pytest.mark.slow
 def test_explain_counts_no_graph_break_in_the_static_step():
     """torch._dynamo.explain of the training step (forward, loss, backward): none
     for the static model; torchvision's own step, measured the same way, has

@@ -81,6 +81,7 @@ def test_torch_compile_fullgraph_equals_eager():
         torch._dynamo.reset()
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not hasattr(torch.library, "opcheck"), reason="needs torch.library.opcheck")
 def test_opcheck():
     gen = torch.Generator().manual_seed(15)
