@@ -345,14 +345,14 @@ if want test; then
     cat "$LOGS/$what.log"
     end "$name" $rc "$what.log" "$(grep -c ' ok ' "$LOGS/$what.log") ok, $(grep -c ' FAIL ' "$LOGS/$what.log") FAIL"
   done
-  # The CUDA Python tests (the CPU-only suite is CI's): no skips allowed.
-  name="pytest CUDA (test_cuda.py, test_nms_cuda.py, test_compact_values.py, test_build.py)"
+  # The CUDA Python tests, by marker (the CPU-only suite is CI's): no skips
+  # allowed. Options, markers and the test paths: pyproject.toml.
+  name="pytest CUDA (-m cuda tests/python)"
   if [ $REHEARSE = 1 ]; then not_run "$name"
   elif [ $have_pytest = 0 ]; then record "$name" NOT-FOUND "pytest or numpy is not installed for $PY"
   elif begin "$name" 60 240; then
     run_timed pytest-cuda.log "$step_limit" "${pyenv[@]}" "$PY" -m pytest -q -rs "${xdist[@]}" \
-      -p no:cacheprovider -k "not without_cuda_operator" tests/python/test_cuda.py \
-      tests/python/test_nms_cuda.py tests/python/test_compact_values.py tests/python/test_build.py
+      -p no:cacheprovider -m cuda tests/python
     rc=$?
     summary=$(grep -E '^[0-9]+ (passed|failed)|^=+ .*(passed|failed)' "$LOGS/pytest-cuda.log" | tail -n 1)
     if [ $rc -eq 0 ] && { grep -q "skipped" <<<"$summary" || ! grep -q "passed" <<<"$summary"; }; then
