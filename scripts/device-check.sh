@@ -14,8 +14,9 @@
 #
 # PHASE (comma-separated; default test):
 #   test      configure and build (one go, every core), the CUDA kernel tests
-#             (bit-equal with the CPU core), CPU == CUDA and host syncs per call,
-#             CUDA graph capture, the CUDA Python tests, the other C++ tests;
+#             (bit-equal with the CPU core), the CUDA Python tests (pytest -m
+#             cuda: CPU == CUDA, host syncs per call, CUDA graph capture and
+#             replay), the other C++ tests;
 #   bench     the GPU benchmarks and their verdict against the speed targets,
 #             then the detection training step (bench/detection_bench.py:
 #             host syncs, CUDA graph replay == eager, graphed vs torchvision);
@@ -335,16 +336,6 @@ if want test; then
     fi
     end "CUDA kernel tests (== CPU core)" $rc kernel-tests.log "$detail"
   fi
-  # CPU == CUDA bit for bit and host syncs per call; then CUDA graph capture.
-  for what in checks graphs; do
-    name="GPU $what (scripts/device_report.py $what)"
-    if [ $REHEARSE = 1 ]; then not_run "$name"; continue; fi
-    begin "$name" 20 120 || continue
-    run_timed "$what.log" "$step_limit" "${pyenv[@]}" "$PY" scripts/device_report.py "$what"
-    rc=$?
-    cat "$LOGS/$what.log"
-    end "$name" $rc "$what.log" "$(grep -c ' ok ' "$LOGS/$what.log") ok, $(grep -c ' FAIL ' "$LOGS/$what.log") FAIL"
-  done
   # The CUDA Python tests, by marker (the CPU-only suite is CI's): no skips
   # allowed. Options, markers and the test paths: pyproject.toml.
   name="pytest CUDA (-m cuda tests/python)"

@@ -1,6 +1,5 @@
 """Drop-in samplers for torchvision and detectron2."""
 import copy
-import itertools
 import os
 import random
 import warnings

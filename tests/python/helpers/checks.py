@@ -44,7 +44,7 @@ def random_labels(dtype, shape, gen, device="cpu"):
 
 
 def reference_quota(P, Q, K, fraction, fill_positives):
-    """The quota rule as the README states it, written independently of the C++."""
+    """The quota rule as docs/operators.md states it, written independently of the C++."""
     target = math.floor(K * fraction)
     num_pos = min(P, target)
     num_neg = min(Q, K - num_pos)
@@ -126,7 +126,7 @@ def assert_uniform(counts, p=1e-6, expected=None):
 # The rule, written independently of the C++.
 
 def reference_takes(class_counts, K, quota, fill):
-    """(takes per class, fill count) per the README's rule."""
+    """(takes per class, fill count) per docs/operators.md's rule."""
     takes = []
     remaining = K
     for a, q in zip(class_counts, quota):

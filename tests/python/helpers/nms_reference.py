@@ -1,4 +1,4 @@
-"""An independent greedy NMS in NumPy, the contract as README.md states it.
+"""An independent greedy NMS in NumPy, the contract as docs/operators.md states it.
 
 Written from the definition, not from the C++: candidates are a row's valid
 boxes with a non-NaN score, ranked by score descending and then by index; the
