@@ -12,6 +12,7 @@ from torch._dynamo.utils import counters
 from torch.export import Dim
 
 import syncfree
+from helpers.checks import assert_same
 
 OPS = torch.ops.syncfree
 MASK_DTYPES = [torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64]
@@ -24,13 +25,6 @@ def random_mask(shape, density, dtype=torch.bool, seed=0):
     gen = torch.Generator().manual_seed(seed)
     on = torch.rand(shape, generator=gen) < density
     return on if dtype == torch.bool else on.to(dtype) * 3
-
-
-def assert_same(got, want):
-    assert len(got) == len(want)
-    for g, w in zip(got, want):
-        assert g.dtype == w.dtype and g.shape == w.shape, (g.dtype, w.dtype, g.shape, w.shape)
-        assert torch.equal(g, w)
 
 
 def select_positives(scores, labels, k):
