@@ -7,10 +7,11 @@
 # (scripts/setup-debian.sh) and a virtual environment per torch version,
 # .venv/torch-<version> (scripts/setup-venv.sh).
 #
-# One torch at a time: make check TORCH=2.13.0 CUDA=ON WHEEL=1 (build + C++ and
+# One torch at a time: make check TORCH=2.11.0 CUDA=ON WHEEL=1 (build + C++ and
 # Python tests, the wheel), make build TORCH=..., make bench-python, make plots,
 # make trace. BENCH_ARGS passes flags to the benchmark (see bench/syncfree_bench.cpp);
-# PYTEST_ARGS to pytest (make test PYTEST_ARGS='-m "not slow"').
+# PYTEST_ARGS to pytest against the build tree (make test PYTEST_ARGS='-m "not slow"':
+# its -m replaces the one of TESTS).
 
 # The supported torch versions and what each leg of `make ci` does: one table,
 # tests/legs.txt (its first leg is the default torch).
@@ -33,7 +34,9 @@ PYTEST_MARKERS = $(MARKERS_$(TESTS))
 PYTEST_FLAGS := -n 2 --maxschedchunk 1
 PYTEST_ARGS ?=
 # 1: the torchvision drop-in tests fail instead of skipping without torchvision
-# (the default where tests/legs.txt pairs a torchvision with this torch).
+# (the default where tests/legs.txt pairs a torchvision with this torch; `make
+# ci` sets it for each leg: a value exported by this make would otherwise reach
+# every leg's).
 SYNCFREE_EXPECT_TORCHVISION ?= $(if $(filter-out -,$(call leg_field,$(TORCH),2)),1,0)
 export SYNCFREE_EXPECT_TORCHVISION
 VENV ?= .venv/torch-$(TORCH)
@@ -116,12 +119,15 @@ ci: setup-all
 	  t0=$$(date +%s); \
 	  field() { awk -v t="$$t" -v c="$$1" '!/^#/ && NF && $$1 == t {print $$c}' $(LEGS); }; \
 	  cuda=$$(field 3); wheel=$$(field 4); rehearse=$$(field 5); tests=$$(field 6); \
+	  vision=$$(if [ "$$(field 2)" = - ]; then echo 0; else echo 1; fi); \
 	  echo "=== torch $$t: CUDA operator $$cuda, wheel $$wheel, rehearsal $$rehearse, tests $$tests"; \
 	  if [ "$$rehearse" = 1 ]; then \
 	    $(MAKE) --no-print-directory rehearse TORCH=$$t || exit 1; \
-	    $(MAKE) --no-print-directory test-python TORCH=$$t BUILD=$(REHEARSE_BUILD) TESTS=$$tests || exit 1; \
+	    $(MAKE) --no-print-directory test-python TORCH=$$t BUILD=$(REHEARSE_BUILD) TESTS=$$tests \
+	      SYNCFREE_EXPECT_TORCHVISION=$$vision || exit 1; \
 	  else \
-	    $(MAKE) --no-print-directory check TORCH=$$t CUDA=$$cuda WHEEL=$$wheel TESTS=$$tests || exit 1; \
+	    $(MAKE) --no-print-directory check TORCH=$$t CUDA=$$cuda WHEEL=$$wheel TESTS=$$tests \
+	      SYNCFREE_EXPECT_TORCHVISION=$$vision || exit 1; \
 	  fi; \
 	  echo "=== torch $$t: passed in $$(( $$(date +%s) - t0 )) s"; \
 	done
@@ -190,7 +196,7 @@ test-wheel:
 	cuda=$$(grep -q '^SYNCFREE_CUDA_OPERATOR:INTERNAL=ON' $(BUILD)/CMakeCache.txt && echo 1 || echo 0) && \
 	if [ $$cuda = 1 ]; then with_cuda=auto; else with_cuda=0; fi && \
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SYNCFREE_WITH_CUDA=$$with_cuda SYNCFREE_EXPECT_CUDA_OPERATOR=$$cuda \
-	CUDA_HOME=$(NVCC_HOME) PYTEST_MARKERS="$(PYTEST_MARKERS)" PYTEST_FLAGS="$(PYTEST_FLAGS) $(PYTEST_ARGS)" \
+	CUDA_HOME=$(NVCC_HOME) PYTEST_MARKERS="$(PYTEST_MARKERS)" PYTEST_FLAGS="$(PYTEST_FLAGS)" \
 	TORCH_CUDA_ARCH_LIST="$(TORCH_CUDA_ARCH_LIST)" scripts/check-wheel.sh $(VENV) $(BUILD)/wheel
 
 # The core (no torch) under AddressSanitizer + UndefinedBehaviorSanitizer with
@@ -209,7 +215,7 @@ test-sanitize: setup
 	$(SANITIZE_BUILD)/syncfree_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  -artifact_prefix=$(SANITIZE_BUILD)/ $(SANITIZE_BUILD)/corpus
 
-# bench: the headline table (well under a minute on 2 quiet CPUs); bench-full: the
+# bench: the headline table (a run of one to two minutes on 2 CPUs); bench-full: the
 # whole sweep (syncfree_bench --full: every size and implementation, on 1
 # thread and on every CPU; over ten minutes on 2 CPUs).
 .PHONY: bench-full

@@ -10,7 +10,7 @@
 // sampled features and labels gathered. Single rows use N in --sizes, batches
 // of --batch rows use N in --batch-sizes.
 //
-// Defaults on the CPU: the headline table, a run of well under a minute on a
+// Defaults on the CPU: the headline table, a run of one to two minutes on a
 // quiet machine: single rows N = 1e4, 1e5, 1e6 and batches of 32 with
 // N = 1e4, 1e5; naive, topk, syncfree and floor; one thread count, torch's
 // default (at::get_num_threads(): every CPU unless OMP_NUM_THREADS says

@@ -338,12 +338,12 @@ if want test; then
   fi
   # The CUDA Python tests, by marker (the CPU-only suite is CI's): no skips
   # allowed. Options, markers and the test paths: pyproject.toml.
-  name="pytest CUDA (-m cuda tests/python)"
+  name="pytest CUDA (-m 'cuda or registration')"
   if [ $REHEARSE = 1 ]; then not_run "$name"
   elif [ $have_pytest = 0 ]; then record "$name" NOT-FOUND "pytest or numpy is not installed for $PY"
   elif begin "$name" 60 240; then
     run_timed pytest-cuda.log "$step_limit" "${pyenv[@]}" "$PY" -m pytest -q -rs "${xdist[@]}" \
-      -p no:cacheprovider -m cuda tests/python
+      -p no:cacheprovider -m "cuda or registration" tests/python
     rc=$?
     summary=$(grep -E '^[0-9]+ (passed|failed)|^=+ .*(passed|failed)' "$LOGS/pytest-cuda.log" | tail -n 1)
     if [ $rc -eq 0 ] && { grep -q "skipped" <<<"$summary" || ! grep -q "passed" <<<"$summary"; }; then

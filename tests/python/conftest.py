@@ -66,8 +66,21 @@ def pytest_collection_modifyitems(session, config, items):
         return rank.get(name, len(SLOWEST_FIRST) + (0 if slow else 1))
 
     items.sort(key=order)  # stable
-    if not torch.cuda.is_available():
-        skip = pytest.mark.skip(reason="no CUDA device")
+    reason = cuda_skip_reason()
+    if reason:
+        skip = pytest.mark.skip(reason=reason)
         for item in items:
             if item.get_closest_marker("cuda") is not None:
                 item.add_marker(skip)
+
+
+def cuda_skip_reason():
+    """Why the ``cuda`` tests cannot run here, or None: no CUDA device, or a
+    build of syncfree without the CUDA operator (unless the run expects one:
+    SYNCFREE_EXPECT_CUDA_OPERATOR=1, as the GPU check and the CUDA builds of
+    the Makefile set, and then they fail)."""
+    if not torch.cuda.is_available():
+        return "no CUDA device"
+    if not syncfree._build_info.CUDA_OPERATOR and os.environ.get("SYNCFREE_EXPECT_CUDA_OPERATOR") != "1":
+        return "this build of syncfree has no CUDA operator (build with CUDA=ON)"
+    return None

@@ -235,6 +235,7 @@ def test_torchscript():
         assert torch.equal(got, want)
 
 
+@pytest.mark.registration
 def test_kernels_registered_as_built():
     for key in ["CPU", "Meta"]:
         assert torch._C._dispatch_has_kernel_for_dispatch_key("syncfree::compact", key)

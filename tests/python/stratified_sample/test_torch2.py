@@ -101,7 +101,7 @@ def test_opcheck():
 
 
 class AnchorSampler(torch.nn.Module):
-    """Per-class anchors for a dense contrastive loss (the README's example)."""
+    """Per-class anchors for a dense contrastive loss (docs/operators.md's example)."""
 
     def forward(self, features, labels, quota):
         idx, valid = syncfree.stratified_sample(labels, 12, quota, True, 31)

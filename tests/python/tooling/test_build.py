@@ -30,6 +30,7 @@ def cuda_kernel_source(op):
     return lines[0]
 
 
+@pytest.mark.registration
 def test_cuda_kernels_registered_as_built():
     # SYNCFREE_EXPECT_CUDA_OPERATOR=1 (set by the Makefile for builds that
     # compiled the CUDA adapter) turns a silently CPU-only build into a failure.
