@@ -284,13 +284,14 @@ else
 fi
 
 # --- build: configure once (a later phase on the same machine only rebuilds
-# what changed), GoogleTest from the copied sources on every machine.
+# what changed), GoogleTest from the copied sources on every machine; file
+# by file (no unity build: the GPU machine has many cores).
 if [ ! -f "$BUILD/build.ninja" ]; then
   if begin "configure" 25 120; then
     prefix="$(sed -n 's/^torch cmake prefix: //p' "$LOGS/machine.txt")"
     run_timed configure.log "$step_limit" cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_DISABLE_FIND_PACKAGE_Python3=ON \
-      -DSYNCFREE_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" \
+      -DSYNCFREE_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DSYNCFREE_UNITY_BUILD=OFF \
       -DTORCH_CUDA_ARCH_LIST="$TORCH_CUDA_ARCH_LIST" \
       -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON -DSYNCFREE_GTEST_SOURCE_DIR="$ROOT/.deps/googletest"
     rc=$?
