@@ -27,6 +27,9 @@ TESTS ?= all
 MARKERS_all :=
 MARKERS_torch := not models
 MARKERS_fast := not models and not slow
+ifeq ($(filter all torch fast,$(TESTS)),)
+$(error TESTS must be all, torch or fast (tests/legs.txt), got '$(TESTS)')
+endif
 PYTEST_MARKERS = $(MARKERS_$(TESTS))
 # pytest's own configuration (markers, flags) is pyproject.toml's; these are
 # the run's: two workers, handed one test at a time (the slowest files,

@@ -16,10 +16,18 @@ if os.environ.get("SYNCFREE_EXPECT_TORCHVISION") == "1":
     # The CI leg of a torch with a paired torchvision: a failed import fails.
     import torchvision.models.detection._utils as tv_utils
 else:
-    tv_utils = pytest.importorskip("torchvision.models.detection._utils")
+    try:
+        import torchvision.models.detection._utils as tv_utils
+    except ImportError:
+        # Every test of this file skips, one by one (not the whole module at
+        # collection: a run that deselects them, as the GPU check's `-m cuda`
+        # does, then reports no skip).
+        tv_utils = None
+        pytestmark = pytest.mark.skip(reason="torchvision is not installed")
 from syncfree.compat import torchvision as sf_tv  # noqa: E402
 
-TV_SAMPLER = tv_utils.BalancedPositiveNegativeSampler  # patch() replaces the module's name
+# patch() replaces the module's name: the class as torchvision defines it.
+TV_SAMPLER = tv_utils.BalancedPositiveNegativeSampler if tv_utils is not None else None
 
 P_FAIL = 1e-6
 
