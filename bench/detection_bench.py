@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Benchmark: a torchvision detection training step, torchvision's own against
-the static-shape step of syncfree.compat.torchvision.make_static, side by side
+the static-shape step of syncfree.detection.make_static, side by side
 in one run.
 
 Implementations (--impls), each one whole training step: zero_grad, forward,
@@ -365,7 +365,7 @@ def run(args):
     import torchvision
 
     import syncfree  # noqa: F401  (loads the operators)
-    import syncfree.compat.torchvision as sf_tv
+    import syncfree.detection as sf_det
 
     cuda = args.device == "cuda"
     sync = torch.cuda.synchronize if cuda else None
@@ -414,11 +414,11 @@ def run(args):
         h, w = size
         model.transform.min_size = (min(h, w),)
         model.transform.max_size = max(h, w)
-        static = sf_tv.make_static(model, image_size=(h, w), max_boxes=args.max_boxes)
+        static = sf_det.make_static(model, image_size=(h, w), max_boxes=args.max_boxes)
         for b in args.batch_sizes:
             print(f"[bench] B={b} {h}x{w} ...", file=sys.stderr, flush=True)
             images, tv_targets = synthetic_batch(b, size, args.max_boxes, args.device, gen, masks)
-            padded = sf_tv.pad_targets(tv_targets, args.max_boxes)
+            padded = sf_det.pad_targets(tv_targets, args.max_boxes)
             if hasattr(torch, "_dynamo"):
                 torch._dynamo.reset()  # one compilation per configuration, no cache limit hit
             steps, notes = make_steps(args.impls, model, static, optimizer, images, tv_targets, padded,

@@ -5,7 +5,7 @@ Generates a small data set (filled rectangles, ellipses and triangles, of
 random colours, on noise; each image has 1 to --max-boxes of them, their
 boxes and classes taken from the drawn pixels), builds torchvision's
 ``fasterrcnn_mobilenet_v3_large_fpn`` with random weights (nothing is
-downloaded) and trains ``syncfree.compat.torchvision.make_static`` of it:
+downloaded) and trains ``syncfree.detection.make_static`` of it:
 every step takes a ``[B, 3, S, S]`` batch and targets padded by
 ``pad_targets`` to --max-boxes per image, so its shapes never change. Shows
 a progress bar (tqdm if installed) and saves the loss curve as a PNG.
@@ -26,7 +26,7 @@ import time
 
 import torch
 
-import syncfree.compat.torchvision as sf_tv
+import syncfree.detection as sf_det
 
 CLASSES = ["background", "rectangle", "ellipse", "triangle"]
 
@@ -161,7 +161,7 @@ def build_model(image_size, max_boxes):
         # Fewer proposals and RoIs than torchvision's defaults (made for 800 px
         # images): a handful of objects per small image.
         rpn_pre_nms_top_n_train=200, rpn_post_nms_top_n_train=100, box_batch_size_per_image=64)
-    return sf_tv.make_static(model, (image_size, image_size), max_boxes)
+    return sf_det.make_static(model, (image_size, image_size), max_boxes)
 
 
 def main(argv=None):
@@ -198,7 +198,7 @@ def main(argv=None):
     gen = torch.Generator().manual_seed(args.seed)
     t0 = time.perf_counter()
     images, targets = make_dataset(args.num_images, args.image_size, args.max_boxes, gen)
-    padded = sf_tv.pad_targets(targets, args.max_boxes)  # the data pipeline's job, done once here
+    padded = sf_det.pad_targets(targets, args.max_boxes)  # the data pipeline's job, done once here
     images = images.to(device)
     padded = {k: v.to(device) for k, v in padded.items()}
     objects = sum(len(t["labels"]) for t in targets)

@@ -30,6 +30,7 @@ import torch
 import torchvision
 
 import syncfree.compat.torchvision as sf_tv
+import syncfree.detection as sf_det
 
 SYNC_OPS = {"aten::nonzero": "nonzero", "aten::_local_scalar_dense": "item"}
 
@@ -60,7 +61,7 @@ def batch(images, size, masks):
 
 def static_inputs(xs, targets):
     """The static model's inputs: one image tensor, padded targets (made in the data pipeline)."""
-    return torch.stack(xs), sf_tv.pad_targets(targets, MAX_BOXES)
+    return torch.stack(xs), sf_det.pad_targets(targets, MAX_BOXES)
 
 
 def train_step(model, opt, xs, targets):
@@ -149,7 +150,7 @@ def main(argv=None):
         if name == "patched":
             sf_tv.patch(model)
         elif name == "static":
-            model = sf_tv.make_static(model, (args.size, args.size), MAX_BOXES)
+            model = sf_det.make_static(model, (args.size, args.size), MAX_BOXES)
             inputs = static_inputs(xs, targets)
         totals, sites = count(model, *inputs)
         entry = dict(syncs=totals, sites=sites)

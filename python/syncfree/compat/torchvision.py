@@ -9,7 +9,9 @@ argument: replaces torchvision's sampler class). ``unpatch(model)`` and
 
 ``make_static(model, image_size, max_boxes)`` goes further: a Faster R-CNN
 or Mask R-CNN whose whole step has static shapes (no graph break under
-``torch.compile``, no host-device synchronization); see :func:`make_static`.
+``torch.compile``, no host-device synchronization). It lives in
+:mod:`syncfree.detection` (with ``pad_targets``, ``to_torchvision`` and
+``StaticRCNN``); these names are re-exported here.
 
 Patched models keep syncfree's sampler under ``torch.jit.script``: the sampler
 is a TorchScript class, and a module that holds one has a class that declares
@@ -23,8 +25,8 @@ import torch
 from torch import Tensor
 
 from ..ops import balanced_sample
-from ._static_rcnn import StaticRCNN, pad_targets, to_torchvision
-from ._static_rcnn import make_static as _make_static
+# The static detector lives in syncfree.detection; its names stay reachable here.
+from ..detection import StaticRCNN, make_static, pad_targets, to_torchvision
 
 __all__ = ["BalancedPositiveNegativeSampler", "patch", "unpatch", "patched", "make_static", "pad_targets",
            "to_torchvision", "StaticRCNN"]
@@ -278,46 +280,3 @@ def patched(model: Optional[torch.nn.Module] = None):
         yield model
     finally:
         unpatch(model)
-
-
-def make_static(model: torch.nn.Module, image_size: Tuple[int, int], max_boxes: int) -> StaticRCNN:
-    """A torchvision Faster R-CNN or Mask R-CNN whose step has static shapes end to end.
-
-    ``model`` is a torchvision ``FasterRCNN`` or ``MaskRCNN`` (any backbone:
-    ``fasterrcnn_resnet50_fpn``, ``_v2``, ``fasterrcnn_mobilenet_v3_large_fpn``,
-    ``maskrcnn_resnet50_fpn``, ...). The returned :class:`StaticRCNN` holds
-    ``model``'s own submodules (its parameters are ``model``'s, not copies,
-    and its ``state_dict`` is ``model``'s: a torchvision checkpoint loads into
-    it unchanged) and reads every setting from them at each call.
-
-    - ``image_size=(H, W)``: every batch is a ``[B, 3, H, W]`` float tensor,
-      H and W multiples of the model's ``size_divisible`` (32). The model
-      normalizes the images (``transform.image_mean``/``image_std``) but does
-      not resize them: resizing is the data pipeline's job (torchvision's
-      transform would resize each image to ``min_size``/``max_size``).
-    - ``max_boxes=G``: ground truth comes padded to G boxes per image, from
-      :func:`pad_targets`: ``boxes [B, G, 4]``, ``labels [B, G]`` (negative
-      labels mark padding) and, for Mask R-CNN, ``masks [B, G, H, W]``.
-
-    Training: ``model(images, padded_targets)`` returns torchvision's loss
-    dict (same keys, same formulas and normalization). Eval: ``model(images)``
-    returns ``boxes [B, D, 4]``, ``scores [B, D]``, ``labels [B, D]``,
-    ``valid [B, D]`` (and ``masks [B, D, 1, H, W]`` for Mask R-CNN), D =
-    ``roi_heads.detections_per_img``; :func:`to_torchvision` converts it to
-    torchvision's list of dicts.
-
-    What changes inside, torchvision's results kept on the valid part:
-    proposals are ``rpn.post_nms_top_n()`` slots per image with a valid mask
-    (small boxes and low scores masked, ``syncfree.nms`` per level); matching
-    keeps the low-quality-match rule without ``torch.where``; both heads
-    sample with ``syncfree.balanced_sample`` (torchvision's quota rule,
-    ``batch_size_per_image`` slots per image); multi-level RoI pooling pools
-    every RoI at every level and selects its level on the device; batch norm
-    in a head sees only the valid RoIs in training; the mask head gets
-    ``int(batch_size_per_image * positive_fraction)`` positive slots per
-    image; detection is ``syncfree.nms`` per class into D slots. Not covered:
-    keypoint heads (an error), images of different sizes in one batch, and
-    torchvision's checks of degenerate target boxes (they read values on the
-    host).
-    """
-    return _make_static(model, image_size, max_boxes)

@@ -199,7 +199,7 @@ def _build_model():
     with deterministic sampling."""
     import torchvision
 
-    import syncfree.compat.torchvision as sf_tv
+    import syncfree.detection as sf_det
 
     torch.manual_seed(0)
     model = torchvision.models.detection.fasterrcnn_mobilenet_v3_large_fpn(
@@ -208,12 +208,12 @@ def _build_model():
     # Every labelled anchor (at most all of them) and every labelled candidate
     # (proposals and ground truth) is sampled.
     take_everything(model, torch.zeros(1, 3, IMAGE, IMAGE), MAX_BOXES)
-    return sf_tv.make_static(model, (IMAGE, IMAGE), MAX_BOXES).train()
+    return sf_det.make_static(model, (IMAGE, IMAGE), MAX_BOXES).train()
 
 
 def _global_batch(seed: int):
     """WORLD * PER_RANK images and padded targets, 1 to MAX_BOXES boxes each."""
-    import syncfree.compat.torchvision as sf_tv
+    import syncfree.detection as sf_det
 
     gen = torch.Generator().manual_seed(seed)
     images = torch.rand(WORLD * PER_RANK, 3, IMAGE, IMAGE, generator=gen)
@@ -224,7 +224,7 @@ def _global_batch(seed: int):
         wh = torch.rand(n, 2, generator=gen) * IMAGE * 0.3 + 8
         targets.append(dict(boxes=torch.cat([xy, (xy + wh).clamp(max=IMAGE)], 1),
                             labels=torch.randint(1, NUM_CLASSES, (n,), generator=gen)))
-    return images, sf_tv.pad_targets(targets, MAX_BOXES)
+    return images, sf_det.pad_targets(targets, MAX_BOXES)
 
 
 def _half(batch, rank: int):

@@ -21,10 +21,10 @@ def tv():
     return torchvision_or_skip()
 
 
-def sf_tv():
-    from syncfree.compat import torchvision as module
+def detection():
+    import syncfree.detection
 
-    return module
+    return syncfree.detection
 
 
 # ---- the whole step against torchvision
@@ -34,7 +34,7 @@ def sf_tv():
 @pytest.mark.parametrize("kind, batch_norm_head", [("faster", False), ("faster", True), ("mask", False)])
 def test_training_losses_equal_torchvision_with_deterministic_sampling(tv, kind, batch_norm_head, autocast):
     model = tiny_model(kind, batch_norm_head)
-    static = sf_tv().make_static(model, (H, W), G)
+    static = detection().make_static(model, (H, W), G)
     images, targets = make_batch(1, [3, 5, 0], masks=kind == "mask")
     take_everything(model, images, G)
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
@@ -52,22 +52,22 @@ def test_padding_is_ignored(tv):
     take_everything(model, images, 11)  # the RoI batch takes every proposal for both paddings
     losses = []
     for g in (6, 11):
-        static = sf_tv().make_static(model, (H, W), g).train()
-        losses.append(static(images, sf_tv().pad_targets(targets, g)))
+        static = detection().make_static(model, (H, W), g).train()
+        losses.append(static(images, detection().pad_targets(targets, g)))
     assert_losses_equal(losses[0], losses[1])
 
 
 @pytest.mark.parametrize("kind", ["faster", "mask"])
 def test_detections_equal_torchvision(tv, kind):
     model = tiny_model(kind).eval()
-    static = sf_tv().make_static(model, (H, W), G)
+    static = detection().make_static(model, (H, W), G)
     images, _ = make_batch(3, [0, 0, 0])
     with torch.no_grad():
         ref = model(list(images))
         out = static(images)
     assert out["boxes"].shape == (3, 30, 4) and out["valid"].shape == (3, 30)
     assert all(len(r["scores"]) > 0 for r in ref)  # the comparison compares something
-    assert_detections_equal(ref, sf_tv().to_torchvision(out))
+    assert_detections_equal(ref, detection().to_torchvision(out))
     # Invalid slots are zeros; valid ones come first, by score.
     valid = out["valid"]
     assert torch.equal(valid, valid.sort(dim=1, descending=True, stable=True).values)
@@ -78,23 +78,23 @@ def test_normal_sampling_obeys_the_quotas(tv, monkeypatch):
     """With torchvision's default batch sizes the samplers choose subsets: every call
     takes min(P, int(batch * fraction)) positives and min(Q, batch - that)
     negatives, distinct, labelled; padded ground truth is never a candidate."""
-    from syncfree.compat import _static_rcnn
+    from syncfree.detection import matching
 
     calls = []
-    original = _static_rcnn._sample
+    original = matching.sample
 
     def recording(codes, sampler):
         index, valid = original(codes, sampler)
         calls.append((codes, int(sampler.batch_size_per_image), float(sampler.positive_fraction), index, valid))
         return index, valid
 
-    monkeypatch.setattr(_static_rcnn, "_sample", recording)
+    monkeypatch.setattr(matching, "sample", recording)
     model = tiny_model("mask")
     model.rpn.fg_bg_sampler.batch_size_per_image = 64
     model.roi_heads.fg_bg_sampler.batch_size_per_image = 32
-    static = sf_tv().make_static(model, (H, W), G).train()
+    static = detection().make_static(model, (H, W), G).train()
     images, targets = make_batch(4, [5, 1, 0], masks=True)
-    padded = sf_tv().pad_targets(targets, G)
+    padded = detection().pad_targets(targets, G)
     losses = static(images, padded)
     assert all(torch.isfinite(v) for v in losses.values())
     assert len(calls) == 2  # the RPN, then the RoI heads
@@ -117,30 +117,39 @@ def test_normal_sampling_obeys_the_quotas(tv, monkeypatch):
     assert torch.equal(gt_columns == -1, padded["labels"] < 0)
 
 
+def test_the_compat_module_re_exports_the_static_detector(tv):
+    """syncfree.compat.torchvision keeps the names it had before syncfree.detection."""
+    import syncfree.compat.torchvision as sf_tv
+
+    for name in ("make_static", "pad_targets", "to_torchvision", "StaticRCNN"):
+        assert getattr(sf_tv, name) is getattr(detection(), name)
+        assert name in sf_tv.__all__ and name in detection().__all__
+
+
 # ---- parts against torchvision's functions
 
 
 def test_box_iou_equals_torchvision(tv):
     from torchvision.ops import box_iou
 
-    from syncfree.compat._static_rcnn import _box_iou
+    from syncfree.detection.boxes import box_iou as sf_box_iou
 
     gen = torch.Generator().manual_seed(0)
     a = torch.rand(3, 7, 4, generator=gen) * 50
     a[..., 2:] += a[..., :2]
     b = torch.rand(3, 40, 4, generator=gen) * 50
     b[..., 2:] += b[..., :2]
-    got = _box_iou(a, b)
+    got = sf_box_iou(a, b)
     for i in range(3):
         assert torch.equal(got[i], box_iou(a[i], b[i]))
-    assert torch.equal(_box_iou(a, b[0]), torch.stack([box_iou(a[i], b[0]) for i in range(3)]))
+    assert torch.equal(sf_box_iou(a, b[0]), torch.stack([box_iou(a[i], b[0]) for i in range(3)]))
 
 
 @pytest.mark.parametrize("allow_low_quality", [False, True])
 def test_matcher_equals_torchvision_with_padded_ground_truth(tv, allow_low_quality):
     from torchvision.models.detection._utils import Matcher
 
-    from syncfree.compat._static_rcnn import _match
+    from syncfree.detection.matching import match
 
     matcher = Matcher(0.7, 0.3, allow_low_quality_matches=allow_low_quality)
     gen = torch.Generator().manual_seed(1)
@@ -151,7 +160,7 @@ def test_matcher_equals_torchvision_with_padded_ground_truth(tv, allow_low_quali
         real = torch.tensor([g, 3, 1, 0]) if trial % 2 else torch.tensor([2, 0, g, 4])
         gt_valid = torch.arange(g)[None, :] < real[:, None]
         iou = torch.where(gt_valid[..., None], iou, torch.rand(4, g, n, generator=gen))  # padding holds garbage
-        got = _match(iou, gt_valid, matcher)
+        got = match(iou, gt_valid, matcher)
         for i in range(4):
             if real[i] == 0:  # torchvision: an image without ground truth is all background
                 assert torch.equal(got[i], torch.full((n,), -1))
@@ -162,7 +171,7 @@ def test_matcher_equals_torchvision_with_padded_ground_truth(tv, allow_low_quali
 def test_paste_masks_equals_torchvision(tv):
     from torchvision.models.detection.roi_heads import paste_masks_in_image
 
-    from syncfree.compat._static_rcnn import _paste_masks
+    from syncfree.detection.roi_heads import paste_masks
 
     gen = torch.Generator().manual_seed(2)
     n = 40
@@ -177,14 +186,14 @@ def test_paste_masks_equals_torchvision(tv):
     boxes[0] = torch.tensor([10.0, 10.0, 37.0, 37.0])  # resized to exactly 30x30: a copy
     boxes[1] = torch.tensor([5.0, 5.0, 5.0, 5.0])  # empty
     ref = paste_masks_in_image(masks, boxes, size)
-    got = _paste_masks(masks, boxes, size)
+    got = paste_masks(masks, boxes, size)
     assert got.shape == ref.shape == (n, 1, 96, 128)
     torch.testing.assert_close(got, ref, atol=2e-6, rtol=0)
     assert torch.equal(got == 0, ref == 0)  # the same pixels pasted
 
 
 def test_masked_batch_norm_equals_batch_norm_on_the_valid_rows():
-    from syncfree.compat._static_rcnn import _masked_batch_norm
+    from syncfree.detection.roi_heads import masked_batch_norm
 
     gen = torch.Generator().manual_seed(3)
     x = torch.randn(12, 4, 5, 5, generator=gen) * 3 + 1
@@ -197,7 +206,7 @@ def test_masked_batch_norm_equals_batch_norm_on_the_valid_rows():
         bn = copy.deepcopy(ref_bn)
         for _ in range(2):
             ref = ref_bn(x[valid])
-            got = _masked_batch_norm(bn, x, valid)
+            got = masked_batch_norm(bn, x, valid)
             torch.testing.assert_close(got[valid], ref, rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(bn.running_mean, ref_bn.running_mean)
         torch.testing.assert_close(bn.running_var, ref_bn.running_var)
@@ -207,12 +216,12 @@ def test_masked_batch_norm_equals_batch_norm_on_the_valid_rows():
     x16 = torch.randn(1536, 4, 7, 7, generator=gen).half()
     many = torch.ones(1536, dtype=torch.bool)
     ref = nn.BatchNorm2d(4).train()(x16.float())
-    got = _masked_batch_norm(nn.BatchNorm2d(4).train(), x16, many)
+    got = masked_batch_norm(nn.BatchNorm2d(4).train(), x16, many)
     assert got.dtype == torch.float16
     torch.testing.assert_close(got.float(), ref, atol=2e-3, rtol=2e-3)
     # No valid row: the running statistics stay as they were.
     before = copy.deepcopy(bn.state_dict())
-    _masked_batch_norm(bn, x, torch.zeros_like(valid))
+    masked_batch_norm(bn, x, torch.zeros_like(valid))
     torch.testing.assert_close(bn.running_mean, before["running_mean"])
     torch.testing.assert_close(bn.running_var, before["running_var"])
 
@@ -222,7 +231,7 @@ def test_masked_batch_norm_equals_batch_norm_on_the_valid_rows():
 
 def test_shares_the_modules_and_state_dict(tv):
     model = tiny_model("mask")
-    static = sf_tv().make_static(model, (H, W), G)
+    static = detection().make_static(model, (H, W), G)
     ref, got = model.state_dict(), static.state_dict()
     assert list(ref) == list(got)
     assert all(got[k].data_ptr() == ref[k].data_ptr() for k in ref)
@@ -241,7 +250,7 @@ def test_shares_the_modules_and_state_dict(tv):
 
 def test_pad_targets_and_to_torchvision(tv):
     _, targets = make_batch(5, [2, 0, 4], masks=True)
-    padded = sf_tv().pad_targets(targets, 4)
+    padded = detection().pad_targets(targets, 4)
     assert padded["boxes"].shape == (3, 4, 4) and padded["labels"].dtype == torch.int64
     assert padded["masks"].shape == (3, 4, H, W) and padded["masks"].dtype == torch.uint8
     for i, t in enumerate(targets):
@@ -250,18 +259,18 @@ def test_pad_targets_and_to_torchvision(tv):
         assert torch.equal(padded["labels"][i, :n], t["labels"])
         assert torch.equal(padded["masks"][i, :n], t["masks"])
         assert (padded["labels"][i, n:] == -1).all() and not padded["boxes"][i, n:].any()
-    without_masks = sf_tv().pad_targets([{k: v for k, v in t.items() if k != "masks"} for t in targets], 5)
+    without_masks = detection().pad_targets([{k: v for k, v in t.items() if k != "masks"} for t in targets], 5)
     assert set(without_masks) == {"boxes", "labels"}
     # to_torchvision keeps the valid slots, in order.
     output = {"boxes": padded["boxes"], "labels": padded["labels"], "scores": padded["labels"].float(),
               "valid": padded["labels"] >= 0}
-    back = sf_tv().to_torchvision(output)
+    back = detection().to_torchvision(output)
     for t, b in zip(targets, back):
         assert set(b) == {"boxes", "labels", "scores"}
         assert torch.equal(b["boxes"], t["boxes"]) and torch.equal(b["labels"], t["labels"])
 
 
-PAD = "syncfree.compat.torchvision.pad_targets: "
+PAD = "syncfree.detection.pad_targets: "
 
 
 @pytest.mark.parametrize("targets, max_boxes, error, message", [
@@ -281,12 +290,12 @@ PAD = "syncfree.compat.torchvision.pad_targets: "
 ])
 def test_pad_targets_errors(targets, max_boxes, error, message):
     with pytest.raises(error) as info:
-        sf_tv().pad_targets(targets, max_boxes)
+        detection().pad_targets(targets, max_boxes)
     assert str(info.value).startswith(PAD) and message in str(info.value), str(info.value)
 
 
-MAKE = "syncfree.compat.torchvision.make_static: "
-MODEL = "syncfree.compat.torchvision.StaticRCNN: "
+MAKE = "syncfree.detection.make_static: "
+MODEL = "syncfree.detection.StaticRCNN: "
 
 
 def test_make_static_errors(tv):
@@ -301,22 +310,24 @@ def test_make_static_errors(tv):
     ]
     for args, error, message in cases:
         with pytest.raises(error) as info:
-            sf_tv().make_static(*args)
+            detection().make_static(*args)
         assert str(info.value).startswith(message), str(info.value)
 
 
 def test_static_model_input_errors(tv):
-    static = sf_tv().make_static(tiny_model("mask"), (H, W), G).train()
+    static = detection().make_static(tiny_model("mask"), (H, W), G).train()
     images, targets = make_batch(6, [1, 2], masks=True)
-    padded = sf_tv().pad_targets(targets, G)
+    padded = detection().pad_targets(targets, G)
     cases = [
         ((list(images), padded), TypeError, "images must be a [B, 3, 128, 128] tensor"),
         ((images[:, :, :64], padded), ValueError, "images must be [B, 3, 128, 128]"),
         ((images.to(torch.uint8), padded), TypeError, "images must be floating point"),
         ((images, None), ValueError, "training needs targets"),
         ((images, targets), TypeError, "targets must be a dict of padded tensors"),
-        ((images, sf_tv().pad_targets(targets, G + 1)), ValueError, "targets['boxes'] must be [2, 6, 4]"),
+        ((images, detection().pad_targets(targets, G + 1)), ValueError, "targets['boxes'] must be [2, 6, 4]"),
         ((images, {k: v for k, v in padded.items() if k != "masks"}), ValueError, "targets has no 'masks'"),
+        ((images.double(), padded), TypeError, "images are torch.float64 but the model's parameters are "
+                                               "torch.float32"),
     ]
     for args, error, message in cases:
         with pytest.raises(error) as info:
@@ -324,10 +335,32 @@ def test_static_model_input_errors(tv):
         assert str(info.value).startswith(MODEL + message), str(info.value)
 
 
+def test_one_switch_sets_both_models_modes(tv):
+    """static.train() / .eval() also switch the torchvision model's own flag;
+    switching the torchvision model afterwards is an error at the static
+    model's next forward, not a silent mix of modes."""
+    model = tiny_model("faster").train()
+    static = detection().make_static(model, (H, W), G)
+    images, targets = make_batch(7, [1, 2])
+    static.eval()
+    assert not model.training and not static.training
+    with torch.no_grad():
+        assert len(model(list(images))) == 2  # torchvision's eval: no targets needed
+        static(images)
+    model.train()
+    with pytest.raises(RuntimeError, match="^" + MODEL + "the static model is in eval mode but its backbone "
+                                           r"\(shared with the torchvision model\) is in training mode"):
+        static(images)
+    static.train()
+    assert model.training
+    losses = static(images, detection().pad_targets(targets, G))
+    assert all(torch.isfinite(v) for v in losses.values())
+
+
 def test_box_coding_equals_torchvision(tv):
     from torchvision.models.detection._utils import BoxCoder
 
-    from syncfree.compat._static_rcnn import _decode, _encode
+    from syncfree.detection.boxes import decode, encode
 
     gen = torch.Generator().manual_seed(4)
     proposals = torch.rand(500, 4, generator=gen) * 60
@@ -337,9 +370,9 @@ def test_box_coding_equals_torchvision(tv):
     for weights in [(1.0, 1.0, 1.0, 1.0), (10.0, 10.0, 5.0, 5.0), (0.3, 1 / 3, 2.7, 1e-3)]:
         coder = BoxCoder(weights)
         codes = coder.encode_single(reference, proposals)
-        assert torch.equal(_encode(coder, reference, proposals), codes)
+        assert torch.equal(encode(coder, reference, proposals), codes)
         codes = torch.cat([codes, torch.randn(500, 8, generator=gen) * 3], dim=1)  # 3 classes, large deltas
-        assert torch.equal(_decode(coder, codes, proposals), coder.decode_single(codes, proposals))
+        assert torch.equal(decode(coder, codes, proposals), coder.decode_single(codes, proposals))
 
 
 DATA_DEPENDENT = {"nonzero", "_local_scalar_dense", "masked_select", "unique", "_unique2", "nonzero_static",
@@ -366,9 +399,9 @@ def test_step_has_no_data_dependent_operator(tv, kind):
             return func(*args, **(kwargs or {}))
 
     model = tiny_model(kind, batch_norm_head=kind == "faster")
-    static = sf_tv().make_static(model, (H, W), G).train()
+    static = detection().make_static(model, (H, W), G).train()
     images, targets = make_batch(7, [2, 0], masks=kind == "mask")
-    padded = sf_tv().pad_targets(targets, G)
+    padded = detection().pad_targets(targets, G)
     with Record() as record:
         sum(static(images, padded).values()).backward()
         static.eval()
@@ -387,7 +420,7 @@ def test_batch_norm_in_heads_follows_its_mode(tv):
     """A head's batch norm frozen with ``.eval()`` inside a training model uses its
     running statistics (torchvision's result); SyncBatchNorm in a head is refused."""
     model = tiny_model("faster", batch_norm_head=True)
-    static = sf_tv().make_static(model, (H, W), G)
+    static = detection().make_static(model, (H, W), G)
     images, targets = make_batch(8, [2, 3], masks=False)
     take_everything(model, images, G)
     model.train()
@@ -398,13 +431,13 @@ def test_batch_norm_in_heads_follows_its_mode(tv):
                 m.running_mean.uniform_(-0.1, 0.1)
                 m.running_var.uniform_(0.5, 2)
     ref = model(list(images), copy.deepcopy(targets))
-    got = static(images, sf_tv().pad_targets(targets, G))
+    got = static(images, detection().pad_targets(targets, G))
     assert_losses_equal(ref, got)
     for m in model.roi_heads.box_head.modules():
         if isinstance(m, nn.BatchNorm2d):
             m.train()
     sync = nn.SyncBatchNorm.convert_sync_batchnorm(model.roi_heads.box_head)
     model.roi_heads.box_head = sync
-    with pytest.raises(NotImplementedError, match="^syncfree.compat.torchvision.StaticRCNN: the box head has "
+    with pytest.raises(NotImplementedError, match="^syncfree.detection.StaticRCNN: the box head has "
                                                   "SyncBatchNorm"):
-        static(images, sf_tv().pad_targets(targets, G))
+        static(images, detection().pad_targets(targets, G))

@@ -21,10 +21,10 @@ MODELS = ["fasterrcnn_resnet50_fpn", "fasterrcnn_resnet50_fpn_v2", "fasterrcnn_m
 G = 6
 
 
-def sf_tv():
-    from syncfree.compat import torchvision as module
+def detection():
+    import syncfree.detection
 
-    return module
+    return syncfree.detection
 
 
 @pytest.fixture(autouse=True)
@@ -48,7 +48,7 @@ LOSS_TEST_POST_NMS = 300
 @pytest.mark.parametrize("name", MODELS)
 def test_training_losses_equal_torchvision(name):
     model = named_model(name, rpn_post_nms_top_n_train=LOSS_TEST_POST_NMS)
-    static = sf_tv().make_static(model, (H, W), G)
+    static = detection().make_static(model, (H, W), G)
     images, targets = make_batch(1, [3, 5], masks="mask" in name)
     take_everything(model, images, G)
     ref, got, ref_state, got_state = training_losses(model, static, images, targets, G)
@@ -61,13 +61,13 @@ def test_training_losses_equal_torchvision(name):
 def test_detections_equal_torchvision(name):
     images, _ = make_batch(2, [0, 0])
     model = calibrate_batch_norm(named_model(name), images).eval()
-    static = sf_tv().make_static(model, (H, W), G)
+    static = detection().make_static(model, (H, W), G)
     with torch.no_grad():
         ref = model(list(images))
         out = static(images)
     for r in ref:  # something to compare, with few ties (which torchvision may break otherwise)
         assert 0 < len(r["scores"]) and r["scores"].unique().numel() > 0.9 * len(r["scores"])
-    assert_detections_equal(ref, sf_tv().to_torchvision(out))
+    assert_detections_equal(ref, detection().to_torchvision(out))
 
 
 def sgd_step(static, lr):
@@ -107,7 +107,7 @@ def test_training_step_is_one_graph_without_recompiling(name):
     bench/detection_bench.py (minutes per model on 2 cores)."""
     needs_autograd_tracing()
     model = named_model(name)
-    static = sf_tv().make_static(model, (H, W), G).train()
+    static = detection().make_static(model, (H, W), G).train()
     counter = torch._dynamo.testing.CompileCounterWithBackend("eager")
     step = torch.compile(sgd_step(static, lr=1e-3), backend=counter, fullgraph=True)
     before = [p.detach().clone() for p in static.parameters()]
@@ -116,7 +116,7 @@ def test_training_step_is_one_graph_without_recompiling(name):
         for i, counts in enumerate([[3, 5], [6, 1], [0, 2]]):  # padding changes, shapes do not
             images, targets = make_batch(10 + i, counts, masks="mask" in name)
             with torch._dynamo.config.patch(error_on_recompile=i > 0):
-                results.append(step(images, sf_tv().pad_targets(targets, G)))
+                results.append(step(images, detection().pad_targets(targets, G)))
     assert counter.frame_count == 1
     keys = {"loss_classifier", "loss_box_reg", "loss_objectness", "loss_rpn_box_reg"}
     for loss, losses in results:
@@ -129,7 +129,7 @@ def test_training_step_is_one_graph_without_recompiling(name):
 @pytest.mark.parametrize("name", MODELS)
 def test_eval_model_exports(name):
     model = named_model(name).eval()
-    static = sf_tv().make_static(model, (H, W), G).eval()
+    static = detection().make_static(model, (H, W), G).eval()
     images, _ = make_batch(3, [0, 0])
     program = torch.export.export(static, (images,))
     with torch.no_grad():
@@ -149,9 +149,9 @@ def test_explain_counts_no_graph_break_in_the_static_step():
     needs_autograd_tracing()
     name = "fasterrcnn_mobilenet_v3_large_fpn"
     model = named_model(name).train()
-    static = sf_tv().make_static(model, (H, W), G).train()
+    static = detection().make_static(model, (H, W), G).train()
     images, targets = make_batch(4, [3, 2])
-    padded = sf_tv().pad_targets(targets, G)
+    padded = detection().pad_targets(targets, G)
 
     def static_step(images, targets):
         loss = sum(static(images, targets).values())

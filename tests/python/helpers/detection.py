@@ -142,7 +142,7 @@ def take_everything(model, images, max_boxes):
 def training_losses(model, static, images, targets, max_boxes):
     """torchvision's losses, then the static model's, from the same weights and
     buffers; also the buffers after each (batch norm's running statistics)."""
-    from syncfree.compat.torchvision import pad_targets
+    from syncfree.detection import pad_targets
 
     model.train()
     state = copy.deepcopy(model.state_dict())

@@ -1,0 +1,30 @@
+"""Static-shape detection: torchvision's Faster R-CNN and Mask R-CNN with a
+training and inference step of fixed shapes (one graph under
+``torch.compile``, no host-device synchronization), equal to torchvision's
+on the valid part.
+
+    from syncfree.detection import make_static, pad_targets, to_torchvision
+    static = make_static(model, image_size=(512, 512), max_boxes=32)
+    losses = static(images, pad_targets(targets, 32))        # training
+    detections = to_torchvision(static.eval()(images))       # eval
+
+The modules are named after torchvision's, to be read beside them:
+
+- ``boxes``: IoU, the box coder's encode and decode (``torchvision.ops.boxes``,
+  ``detection._utils.BoxCoder``);
+- ``matching``: the matcher and the sampler (``detection._utils``);
+- ``poolers``: multi-level RoI Align (``torchvision.ops.poolers``);
+- ``rpn``: the region proposal network's steps (``detection.rpn``);
+- ``roi_heads``: training samples, losses, post-processing, mask pasting
+  (``detection.roi_heads``);
+- ``transform``: target padding, normalization, the output as torchvision's
+  (``detection.transform``);
+- ``generalized_rcnn``: the model and :func:`make_static`
+  (``detection.generalized_rcnn``).
+
+docs/detection.md is the guide.
+"""
+from .generalized_rcnn import StaticRCNN, make_static
+from .transform import StaticCollate, pad_targets, postprocess, to_torchvision
+
+__all__ = ["make_static", "pad_targets", "to_torchvision", "StaticRCNN", "StaticCollate", "postprocess"]

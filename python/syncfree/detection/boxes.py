@@ -1,0 +1,99 @@
+"""Boxes, batched over images: torchvision's ``box_area``, ``box_iou``
+(``torchvision.ops.boxes``) and ``BoxCoder``'s ``encode_single`` and
+``decode_single`` (``torchvision.models.detection._utils``), operation by
+operation, over any leading dimensions and without the host-to-device copies
+torchvision's make on every call; and the row gather the static step uses in
+place of boolean indexing."""
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+
+def box_area(boxes: Tensor) -> Tensor:
+    """torchvision's ``box_area``, over any leading dimensions."""
+    return (boxes[..., 2] - boxes[..., 0]) * (boxes[..., 3] - boxes[..., 1])
+
+
+def box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
+    """IoU of ``[B, G, 4]`` and ``[B, N, 4]`` (or ``[N, 4]``) boxes: ``[B, G, N]``,
+    computed operation by operation as torchvision's ``box_iou`` computes it."""
+    area1 = box_area(boxes1)
+    area2 = box_area(boxes2)
+    lt = torch.max(boxes1[..., :, None, :2], boxes2[..., None, :, :2])
+    rb = torch.min(boxes1[..., :, None, 2:], boxes2[..., None, :, 2:])
+    wh = (rb - lt).clamp(min=0)
+    inter = wh[..., 0] * wh[..., 1]
+    union = area1[..., :, None] + area2[..., None, :] - inter
+    return inter / union
+
+
+def encode(box_coder, reference_boxes: Tensor, proposals: Tensor) -> Tensor:
+    """torchvision's ``BoxCoder.encode_single``, operation by operation, with the
+    weights as Python floats: ``encode_single`` copies them to the device on every
+    call (``torch.as_tensor``), a host-device synchronization on CUDA."""
+    wx, wy, ww, wh = (float(w) for w in box_coder.weights)
+    ex_widths = proposals[:, 2:3] - proposals[:, 0:1]
+    ex_heights = proposals[:, 3:4] - proposals[:, 1:2]
+    ex_ctr_x = proposals[:, 0:1] + 0.5 * ex_widths
+    ex_ctr_y = proposals[:, 1:2] + 0.5 * ex_heights
+    gt_widths = reference_boxes[:, 2:3] - reference_boxes[:, 0:1]
+    gt_heights = reference_boxes[:, 3:4] - reference_boxes[:, 1:2]
+    gt_ctr_x = reference_boxes[:, 0:1] + 0.5 * gt_widths
+    gt_ctr_y = reference_boxes[:, 1:2] + 0.5 * gt_heights
+    dx = wx * (gt_ctr_x - ex_ctr_x) / ex_widths
+    dy = wy * (gt_ctr_y - ex_ctr_y) / ex_heights
+    dw = ww * torch.log(gt_widths / ex_widths)
+    dh = wh * torch.log(gt_heights / ex_heights)
+    return torch.cat((dx, dy, dw, dh), dim=1)
+
+
+def decode(box_coder, rel_codes: Tensor, boxes: Tensor) -> Tensor:
+    """torchvision's ``BoxCoder.decode_single`` (``[N, 4 * C]`` codes, ``[N, 4]``
+    boxes), operation by operation, without its ``torch.tensor(0.5, device=...)``
+    (a host-to-device copy per call)."""
+    boxes = boxes.to(rel_codes.dtype)
+    widths = boxes[:, 2] - boxes[:, 0]
+    heights = boxes[:, 3] - boxes[:, 1]
+    ctr_x = boxes[:, 0] + 0.5 * widths
+    ctr_y = boxes[:, 1] + 0.5 * heights
+    wx, wy, ww, wh = box_coder.weights
+    dx = rel_codes[:, 0::4] / wx
+    dy = rel_codes[:, 1::4] / wy
+    dw = torch.clamp(rel_codes[:, 2::4] / ww, max=box_coder.bbox_xform_clip)
+    dh = torch.clamp(rel_codes[:, 3::4] / wh, max=box_coder.bbox_xform_clip)
+    pred_ctr_x = dx * widths[:, None] + ctr_x[:, None]
+    pred_ctr_y = dy * heights[:, None] + ctr_y[:, None]
+    pred_w = torch.exp(dw) * widths[:, None]
+    pred_h = torch.exp(dh) * heights[:, None]
+    c_to_c_h = 0.5 * pred_h
+    c_to_c_w = 0.5 * pred_w
+    return torch.stack((pred_ctr_x - c_to_c_w, pred_ctr_y - c_to_c_h, pred_ctr_x + c_to_c_w, pred_ctr_y + c_to_c_h),
+                       dim=2).flatten(1)
+
+
+def gather_rows(x: Tensor, index: Tensor) -> Tensor:
+    """``x[b, index[b, k]]`` for ``x [B, N, ...]`` and ``index [B, K]`` (in range)."""
+    shape = index.shape + x.shape[2:]
+    flat = index.reshape(index.shape + (1,) * (x.dim() - 2)).expand(shape)
+    return x.gather(1, flat)
+
+
+def clip_boxes(boxes: Tensor, image_size: Tuple[int, int], image_sizes: Optional[Tensor]) -> Tensor:
+    """torchvision's ``clip_boxes_to_image``: ``boxes [B, ..., 4]`` clipped to
+    each image's own size, ``image_sizes [B, 2]`` (height, width; any integer
+    dtype), or to ``image_size`` for every image when ``image_sizes`` is None.
+    Per image it computes what torchvision's ``clamp(min=0, max=width)``
+    computes: the bound in the boxes' dtype, then max with 0 and min with the
+    bound."""
+    if image_sizes is None:
+        from torchvision.ops import boxes as box_ops
+
+        return box_ops.clip_boxes_to_image(boxes, image_size)
+    shape = (boxes.shape[0],) + (1,) * (boxes.dim() - 2) + (1,)
+    sizes = image_sizes.to(boxes.dtype)
+    height = sizes[:, 0].view(shape)
+    width = sizes[:, 1].view(shape)
+    boxes_x = torch.minimum(boxes[..., 0::2].clamp(min=0), width)
+    boxes_y = torch.minimum(boxes[..., 1::2].clamp(min=0), height)
+    return torch.stack((boxes_x, boxes_y), dim=boxes.dim()).reshape(boxes.shape)

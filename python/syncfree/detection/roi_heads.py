@@ -1,0 +1,326 @@
+"""The RoI heads' step with static shapes: torchvision's ``RoIHeads``
+(``torchvision.models.detection.roi_heads``) over ``[B, ...]`` tensors:
+``select_training_samples`` (a fixed number of sampled slots per image),
+``fastrcnn_loss`` and ``maskrcnn_loss`` as masked reductions,
+``postprocess_detections`` (``syncfree.nms`` per class into
+``detections_per_img`` slots) and ``paste_masks_in_image``; batch norm in a
+head sees only the valid RoIs, as torchvision's heads see only the RoIs that
+exist."""
+from typing import Dict, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from . import matching
+from ._names import STATIC_MODEL as _STATIC_MODEL
+from .boxes import box_iou, clip_boxes, decode, encode, gather_rows
+from .poolers import roi_pool
+from .transform import zero_outside
+
+# --------------------------------------------------------------------------
+# Heads whose batch norm must see the valid RoIs only
+
+
+def _batch_statistics(bn: nn.Module) -> bool:
+    """Whether ``bn`` normalizes with the statistics of its input (training mode,
+    or no running statistics), as ``nn.BatchNorm*`` decides."""
+    return isinstance(bn, nn.modules.batchnorm._BatchNorm) and (bn.training or bn.running_mean is None)
+
+
+def _needs_masking(module: nn.Module) -> bool:
+    return any(_batch_statistics(m) for m in module.modules())
+
+
+def masked_batch_norm(bn: nn.modules.batchnorm._BatchNorm, x: Tensor, valid: Tensor) -> Tensor:
+    """Batch norm with the statistics of the rows of ``x`` where ``valid`` holds:
+    the output, and in training the running statistics' update, of torch's call
+    on the valid rows alone. The statistics are computed in float32 (at least)
+    and the output has ``x``'s dtype, as torch's batch norm does under autocast."""
+    dtype = torch.promote_types(x.dtype, torch.float32)
+    xf = x.to(dtype)
+    dims = [0] + list(range(2, x.dim()))
+    shape = [1, -1] + [1] * (x.dim() - 2)
+    weight = valid.to(dtype).view([-1] + [1] * (x.dim() - 1))
+    per_row = 1
+    for s in x.shape[2:]:
+        per_row *= s
+    count = valid.sum() * per_row
+    denom = count.clamp(min=1).to(dtype)
+    mean = (xf * weight).sum(dims) / denom
+    centered = xf - mean.view(shape)
+    var = (centered * centered * weight).sum(dims) / denom
+    if bn.training and bn.track_running_stats and bn.running_mean is not None and bn.running_var is not None:
+        with torch.no_grad():
+            if bn.num_batches_tracked is not None:
+                bn.num_batches_tracked.add_(1)
+            if bn.momentum is None:  # a cumulative average
+                assert bn.num_batches_tracked is not None
+                momentum = 1.0 / bn.num_batches_tracked.to(dtype)
+            else:
+                momentum = bn.momentum
+            any_valid = count > 0
+            unbiased = var * (count.to(dtype) / (count - 1).clamp(min=1).to(dtype))
+            new_mean = bn.running_mean * (1 - momentum) + mean.detach() * momentum
+            new_var = bn.running_var * (1 - momentum) + unbiased.detach() * momentum
+            bn.running_mean.copy_(torch.where(any_valid, new_mean, bn.running_mean))
+            bn.running_var.copy_(torch.where(any_valid, new_var, bn.running_var))
+    out = centered / torch.sqrt(var + bn.eps).view(shape)
+    if bn.affine:
+        out = out * bn.weight.view(shape) + bn.bias.view(shape)
+    return out.to(x.dtype)
+
+
+def _masked_forward(module: nn.Module, x: Tensor, valid: Tensor, role: str) -> Tensor:
+    if _batch_statistics(module):
+        if isinstance(module, nn.SyncBatchNorm):
+            raise NotImplementedError(
+                f"{_STATIC_MODEL}: the {role} has SyncBatchNorm; its statistics would have to be reduced "
+                "over the valid RoIs of every process, which is not supported (use BatchNorm2d, or a "
+                "frozen one, in the heads)")
+        return masked_batch_norm(module, x, valid)
+    if isinstance(module, nn.Sequential):
+        for child in module:
+            x = _masked_forward(child, x, valid, role)
+        return x
+    if _needs_masking(module):
+        raise NotImplementedError(
+            f"{_STATIC_MODEL}: the {role} has batch norm inside a {type(module).__name__}; batch "
+            "statistics over the valid RoIs only are supported in nn.Sequential heads")
+    return module(x)
+
+
+def head(module: nn.Module, x: Tensor, valid: Tensor, role: str) -> Tensor:
+    """``module(x)``, where batch norm that normalizes with batch statistics sees
+    only the rows where ``valid`` holds (torchvision's heads see the valid RoIs
+    only)."""
+    if _needs_masking(module):
+        return _masked_forward(module, x, valid, role)
+    return module(x)
+
+
+def paste_masks(masks: Tensor, boxes: Tensor, image_size: Tuple[int, int]) -> Tensor:
+    """torchvision's ``paste_masks_in_image`` for ``masks [N, 1, M, M]`` and
+    ``boxes [N, 4]``: ``[N, 1, H, W]``, with static shapes. Each mask is
+    resized bilinearly (align_corners=False) to its integer box, as
+    ``F.interpolate`` does, and pasted; the arithmetic follows PyTorch's CPU
+    kernel (source index, weights and sums in the mask's dtype)."""
+    from torchvision.models.detection.roi_heads import expand_boxes, expand_masks
+
+    height, width = image_size
+    masks, scale = expand_masks(masks, padding=1)
+    boxes = expand_boxes(boxes, scale).to(dtype=torch.int64)
+    m = masks[:, 0]
+    size = m.shape[-1]
+    x0, y0, x1, y1 = boxes.unbind(-1)
+    w = (x1 - x0 + 1).clamp(min=1)
+    h = (y1 - y0 + 1).clamp(min=1)
+
+    def axis(start, stop, out, length):
+        pos = torch.arange(length, device=boxes.device)[None, :]
+        inside = (pos >= start.clamp(min=0)[:, None]) & (pos < torch.clamp(stop + 1, max=length)[:, None])
+        local = (pos - start[:, None]).clamp(min=0)
+        local = torch.minimum(local, out[:, None] - 1)
+        ratio = (torch.full_like(out, size, dtype=m.dtype) / out.to(m.dtype))[:, None]
+        src = ratio * (local.to(m.dtype) + 0.5) - 0.5
+        src = src.clamp(min=0)
+        i0 = torch.clamp(src.floor().to(torch.int64), max=size - 1)
+        lam1 = (src - i0.to(m.dtype)).clamp(0, 1)
+        lam0 = 1 - lam1
+        i1 = i0 + (i0 < size - 1).to(torch.int64)
+        same = (out == size)[:, None]  # interpolation to the same size copies
+        i0 = torch.where(same, local, i0)
+        i1 = torch.where(same, local, i1)
+        lam0 = torch.where(same, torch.ones_like(lam0), lam0)
+        lam1 = torch.where(same, torch.zeros_like(lam1), lam1)
+        return inside, i0, i1, lam0, lam1
+
+    in_y, r0, r1, ly0, ly1 = axis(y0, y1, h, height)
+    in_x, c0, c1, lx0, lx1 = axis(x0, x1, w, width)
+    n = m.shape[0]
+
+    def rows(r):  # [N, H, M]
+        return m.gather(1, r[:, :, None].expand(n, height, size))
+
+    def cols(t, c):  # [N, H, W]
+        return t.gather(2, c[:, None, :].expand(n, height, width))
+
+    top, bottom = rows(r0), rows(r1)
+    lx0_, lx1_ = lx0[:, None, :], lx1[:, None, :]
+    upper = cols(top, c0) * lx0_ + cols(top, c1) * lx1_
+    lower = cols(bottom, c0) * lx0_ + cols(bottom, c1) * lx1_
+    value = upper * ly0[:, :, None] + lower * ly1[:, :, None]
+    inside = in_y[:, :, None] & in_x[:, None, :]
+    return torch.where(inside, value, torch.zeros_like(value))[:, None]
+
+
+# --------------------------------------------------------------------------
+# Training
+
+
+def select_training_samples(heads, proposals: Tensor, proposal_valid: Tensor,
+                            targets: Dict[str, Tensor]) -> Dict[str, Tensor]:
+    """torchvision's ``select_training_samples``: the ground truth added to the
+    proposals (``add_gt_proposals``), matched (``assign_targets_to_proposals``),
+    sampled into ``batch_size_per_image`` slots per image and encoded. Returns
+    ``rois [B, S, 4]`` (invalid slots: a unit box), ``valid``, ``labels``,
+    ``matches``, ``positive [B, S]`` and ``regression_targets [B * S, 4]``."""
+    gt_boxes = targets["boxes"].to(proposals.dtype)
+    gt_labels = targets["labels"].to(torch.int64)
+    gt_valid = gt_labels >= 0
+    candidates = torch.cat([proposals, gt_boxes], dim=1)
+    candidate_valid = torch.cat([proposal_valid, gt_valid], dim=1)
+    matches = matching.match(box_iou(gt_boxes, candidates), gt_valid, heads.proposal_matcher)
+    labels = gt_labels.gather(1, matches.clamp(min=0))
+    labels = torch.where(matches == -1, torch.zeros_like(labels), labels)
+    labels = torch.where((matches == -2) | ~candidate_valid, torch.full_like(labels, -1), labels)
+    # subsample: a fixed number of slots per image
+    index, valid = matching.sample(matching.label_codes(labels), heads.fg_bg_sampler)
+    index = index.clamp(min=0)
+    rois = gather_rows(candidates, index)
+    dummy = (torch.arange(4, device=rois.device) >= 2).to(rois.dtype)  # (0, 0, 1, 1), made on the device
+    rois = torch.where(valid[..., None], rois, dummy)
+    roi_labels = labels.gather(1, index)
+    roi_matches = matches.gather(1, index)
+    positive = valid & (roi_labels > 0)
+    matched_gt = gather_rows(gt_boxes, roi_matches.clamp(min=0))
+    matched_gt = torch.where(positive[..., None], matched_gt, rois)
+    regression_targets = encode(heads.box_coder, matched_gt.reshape(-1, 4), rois.reshape(-1, 4))
+    return {"rois": rois, "valid": valid, "labels": roi_labels, "matches": roi_matches, "positive": positive,
+            "regression_targets": regression_targets}
+
+
+def fastrcnn_loss(class_logits: Tensor, box_regression: Tensor, labels: Tensor, regression_targets: Tensor,
+                  valid: Tensor, positive: Tensor) -> Tuple[Tensor, Tensor]:
+    """torchvision's ``fastrcnn_loss`` over the sampled slots (``labels``,
+    ``valid``, ``positive [B, S]``), as masked reductions: ``(loss_classifier,
+    loss_box_reg)``."""
+    flat_valid = valid.reshape(-1)
+    flat_labels = labels.reshape(-1)
+    count = flat_valid.sum().clamp(min=1)
+    ce = F.cross_entropy(class_logits, flat_labels.clamp(min=0), reduction="none")
+    loss_classifier = torch.where(flat_valid, ce, torch.zeros_like(ce)).sum() / count
+    n = box_regression.shape[0]
+    per_class = box_regression.reshape(n, box_regression.shape[-1] // 4, 4)
+    picked = per_class.gather(1, flat_labels.clamp(min=0).view(n, 1, 1).expand(n, 1, 4))[:, 0]
+    box = F.smooth_l1_loss(picked, regression_targets, beta=1 / 9, reduction="none")
+    flat_positive = positive.reshape(-1)
+    loss_box_reg = torch.where(flat_positive[:, None], box, torch.zeros_like(box)).sum() / count
+    return loss_classifier, loss_box_reg
+
+
+def maskrcnn_loss(heads, features: Dict[str, Tensor], image_size: Tuple[int, int], samples: Dict[str, Tensor],
+                  gt_labels: Tensor, gt_masks: Tensor) -> Tensor:
+    """torchvision's mask branch in training and ``maskrcnn_loss``, on the
+    positive RoIs compacted into ``int(batch_size_per_image *
+    positive_fraction)`` slots per image (the most positives the sampler
+    takes)."""
+    from torchvision.ops import roi_align
+
+    from ..ops import compact
+
+    rois, positive, roi_matches = samples["rois"], samples["positive"], samples["matches"]
+    slots = rois.shape[1]
+    sampler = heads.fg_bg_sampler
+    capacity = max(1, min(slots, int(sampler.batch_size_per_image * sampler.positive_fraction)))
+    which, mask_valid, _ = compact(positive, capacity)
+    which = which.clamp(min=0)
+    b = rois.shape[0]
+    boxes = gather_rows(rois, which)
+    matched = roi_matches.gather(1, which).clamp(min=0)
+    pooled = roi_pool(heads.mask_roi_pool, features, boxes, image_size)
+    flat_valid = mask_valid.reshape(-1)
+    logits = heads.mask_predictor(head(heads.mask_head, pooled, flat_valid, "mask head"))
+    size = logits.shape[-1]
+    n = logits.shape[0]
+    labels = gt_labels.gather(1, matched).reshape(-1)
+    picked = logits.gather(1, labels.clamp(min=0).view(n, 1, 1, 1).expand(n, 1, size, size))[:, 0]
+    # project_masks_on_boxes: RoI Align of the matched ground-truth mask
+    g = gt_masks.shape[1]
+    mask_ids = (torch.arange(b, device=matched.device)[:, None] * g + matched).reshape(-1, 1)
+    mask_rois = torch.cat([mask_ids.to(boxes.dtype), boxes.reshape(-1, 4)], dim=1)
+    flat_masks = gt_masks.reshape((b * g, 1) + tuple(gt_masks.shape[2:])).to(boxes.dtype)
+    mask_targets = roi_align(flat_masks, mask_rois, (size, size), 1.0)[:, 0]
+    bce = F.binary_cross_entropy_with_logits(picked, mask_targets, reduction="none").sum(dim=(1, 2))
+    count = flat_valid.sum()
+    total = torch.where(flat_valid, bce, torch.zeros_like(bce)).sum()
+    return torch.where(count > 0, total / (count.clamp(min=1) * size * size), logits.sum() * 0)
+
+
+def losses(heads, features: Dict[str, Tensor], proposals: Tensor, proposal_valid: Tensor,
+           targets: Dict[str, Tensor], image_size: Tuple[int, int]) -> Dict[str, Tensor]:
+    """``RoIHeads.forward`` in training: the loss dict."""
+    samples = select_training_samples(heads, proposals, proposal_valid, targets)
+    flat_valid = samples["valid"].reshape(-1)
+    pooled = roi_pool(heads.box_roi_pool, features, samples["rois"], image_size)
+    box_features = head(heads.box_head, pooled, flat_valid, "box head")
+    class_logits, box_regression = heads.box_predictor(box_features)
+    loss_classifier, loss_box_reg = fastrcnn_loss(class_logits, box_regression, samples["labels"],
+                                                  samples["regression_targets"], samples["valid"],
+                                                  samples["positive"])
+    result = {"loss_classifier": loss_classifier, "loss_box_reg": loss_box_reg}
+    if heads.has_mask():
+        result["loss_mask"] = maskrcnn_loss(heads, features, image_size, samples,
+                                            targets["labels"].to(torch.int64), targets["masks"])
+    return result
+
+
+# --------------------------------------------------------------------------
+# Eval
+
+
+def postprocess_detections(heads, class_logits: Tensor, box_regression: Tensor, proposals: Tensor,
+                           proposal_valid: Tensor, image_size: Tuple[int, int],
+                           image_sizes: Optional[Tensor]) -> Dict[str, Tensor]:
+    """torchvision's ``postprocess_detections``: per-class boxes clipped (to
+    each image's size), background, low scores and small boxes masked,
+    ``syncfree.nms`` per class into ``detections_per_img`` slots, in
+    torchvision's candidate order (proposal-major, class-minor). Invalid
+    slots are zeros."""
+    from ..ops import nms
+
+    b, m = proposals.shape[0], proposals.shape[1]
+    num_classes = class_logits.shape[-1]
+    pred_boxes = decode(heads.box_coder, box_regression, proposals.reshape(-1, 4))
+    pred_scores = F.softmax(class_logits, -1)
+    boxes = clip_boxes(pred_boxes.reshape(b, m, -1, 4), image_size, image_sizes).reshape(b * m, -1, 4)
+    # Class 0 is the background.
+    boxes = boxes[:, 1:].reshape(b, m * (num_classes - 1), 4)
+    scores = pred_scores[:, 1:].reshape(b, m * (num_classes - 1))
+    labels = torch.arange(1, num_classes, device=boxes.device).repeat(m).expand(b, -1)
+    ok = ((scores > heads.score_thresh) & (boxes[..., 2] - boxes[..., 0] >= 1e-2)
+          & (boxes[..., 3] - boxes[..., 1] >= 1e-2)
+          & proposal_valid.repeat_interleave(num_classes - 1, dim=1))
+    slots = int(heads.detections_per_img)
+    kept, valid = nms(boxes, scores, float(heads.nms_thresh), slots, idxs=labels, valid=ok)
+    index = kept.clamp(min=0)
+    out_boxes = gather_rows(boxes, index)
+    out_boxes = torch.where(valid[..., None], out_boxes, torch.zeros_like(out_boxes))
+    out_scores = torch.where(valid, scores.gather(1, index), torch.zeros_like(valid, dtype=scores.dtype))
+    out_labels = torch.where(valid, labels.gather(1, index), torch.zeros_like(index))
+    return {"boxes": out_boxes, "scores": out_scores, "labels": out_labels, "valid": valid}
+
+
+def detect(heads, features: Dict[str, Tensor], proposals: Tensor, proposal_valid: Tensor,
+           image_size: Tuple[int, int], image_sizes: Optional[Tensor]) -> Dict[str, Tensor]:
+    """``RoIHeads.forward`` in eval: the detection dict (with ``masks [B, D,
+    1, H, W]`` pasted into the image for Mask R-CNN)."""
+    pooled = roi_pool(heads.box_roi_pool, features, proposals, image_size)
+    class_logits, box_regression = heads.box_predictor(
+        head(heads.box_head, pooled, proposal_valid.reshape(-1), "box head"))
+    result = postprocess_detections(heads, class_logits, box_regression, proposals, proposal_valid, image_size,
+                                    image_sizes)
+    if heads.has_mask():
+        out_boxes, out_labels, valid = result["boxes"], result["labels"], result["valid"]
+        b, slots = valid.shape
+        pooled = roi_pool(heads.mask_roi_pool, features, out_boxes, image_size)
+        logits = heads.mask_predictor(head(heads.mask_head, pooled, valid.reshape(-1), "mask head"))
+        n, size = logits.shape[0], logits.shape[-1]
+        flat_labels = out_labels.reshape(-1)
+        prob = logits.sigmoid().gather(1, flat_labels.view(n, 1, 1, 1).expand(n, 1, size, size))
+        masks = paste_masks(prob, out_boxes.reshape(-1, 4), image_size)
+        if image_sizes is not None:  # torchvision pastes into the image: nothing beyond it
+            masks = zero_outside(masks.reshape((b, slots) + tuple(masks.shape[2:])), image_sizes)
+        masks = masks.reshape((b, slots, 1) + tuple(masks.shape[-2:]))
+        result["masks"] = torch.where(valid.view(b, slots, 1, 1, 1), masks, torch.zeros_like(masks))
+    return result

@@ -1,0 +1,282 @@
+"""What torchvision's ``GeneralizedRCNNTransform``
+(``torchvision.models.detection.transform``) does around the model, in static
+form. In the data pipeline (it reads sizes and counts on the host):
+:class:`StaticCollate` resizes each image and its targets by torchvision's
+rule and pads them into a canvas, :func:`pad_targets` pads the targets to a
+fixed number of boxes. In the model: the normalization and the zero padding
+outside each image. After the step: :func:`postprocess` maps the detections
+to the original image sizes and :func:`to_torchvision` makes torchvision's
+list of per-image dicts."""
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from ._names import PAD_TARGETS as _PAD_TARGETS
+from ._names import POSTPROCESS as _POSTPROCESS
+from ._names import STATIC_COLLATE as _STATIC_COLLATE
+from ._names import TO_TORCHVISION as _TO_TORCHVISION
+
+
+def normalize(transform, images: Tensor) -> Tensor:
+    """torchvision's ``transform.normalize``, channel by channel with the mean and
+    standard deviation as Python floats (``normalize`` copies them to the device on
+    every call)."""
+    mean = [float(v) for v in transform.image_mean]
+    std = [float(v) for v in transform.image_std]
+    return torch.stack([(images[:, c] - mean[c]) / std[c] for c in range(images.shape[1])], dim=1)
+
+
+def zero_outside(images: Tensor, image_sizes: Tensor) -> Tensor:
+    """``images [B, C, H, W]`` with zeros outside each image's ``(height,
+    width)`` in the top-left corner (``image_sizes [B, 2]``): torchvision's
+    ``batch_images`` pads the normalized images with zeros."""
+    rows = torch.arange(images.shape[-2], device=images.device)
+    cols = torch.arange(images.shape[-1], device=images.device)
+    inside = ((rows[None, :, None] < image_sizes[:, 0, None, None])
+              & (cols[None, None, :] < image_sizes[:, 1, None, None]))
+    return torch.where(inside[:, None], images, torch.zeros_like(images))
+
+
+def pad_targets(targets: Sequence[Dict[str, Tensor]], max_boxes: int) -> Dict[str, Tensor]:
+    """torchvision-style targets (a list of per-image dicts with ``boxes [G_i,
+    4]``, ``labels [G_i]`` and, for Mask R-CNN, ``masks [G_i, H, W]``) as one
+    dict of padded tensors: ``boxes [B, max_boxes, 4]`` (padding: zeros),
+    ``labels [B, max_boxes]`` (int64; padding: -1) and ``masks [B, max_boxes,
+    H, W]`` (padding: zeros) when every image has masks.
+
+    This runs in the data pipeline (it reads each image's number of boxes on
+    the host); the static model's step takes its output. Errors: an image
+    with more than ``max_boxes`` boxes, negative labels (they would read as
+    padding), missing keys or mismatched shapes."""
+    return _pad_targets(targets, max_boxes, _PAD_TARGETS, lambda i: f"targets[{i}]")
+
+
+def _pad_targets(targets: Sequence[Dict[str, Tensor]], max_boxes: int, caller: str, item) -> Dict[str, Tensor]:
+    """pad_targets, its errors starting with ``caller`` and naming each target ``item(i)``."""
+    if isinstance(max_boxes, bool) or not isinstance(max_boxes, int):
+        raise TypeError(f"{caller}: max_boxes must be an int, got {type(max_boxes).__name__}")
+    if max_boxes < 1:
+        raise ValueError(f"{caller}: max_boxes must be >= 1, got {max_boxes}")
+    if isinstance(targets, dict) or len(targets) == 0:
+        raise ValueError(f"{caller}: targets must be a non-empty list of per-image dicts "
+                         f"(torchvision's format), got {type(targets).__name__} of length {len(targets)}")
+    first = targets[0]
+    if not isinstance(first, dict) or "boxes" not in first or "labels" not in first:
+        raise ValueError(f"{caller}: each target must be a dict with 'boxes' and 'labels'")
+    has_masks = all("masks" in t for t in targets)
+    boxes0 = first["boxes"]
+    device, dtype = boxes0.device, boxes0.dtype if boxes0.is_floating_point() else torch.float32
+    b = len(targets)
+    boxes = torch.zeros((b, max_boxes, 4), dtype=dtype, device=device)
+    labels = torch.full((b, max_boxes), -1, dtype=torch.int64, device=device)
+    masks = None
+    if has_masks:
+        m0 = first["masks"]
+        if m0.dim() != 3:
+            raise ValueError(f"{caller}: {item(0)}['masks'] must be [G, H, W], got shape {list(m0.shape)}")
+        masks = torch.zeros((b, max_boxes) + tuple(m0.shape[1:]), dtype=m0.dtype, device=device)
+    for i, t in enumerate(targets):
+        if not isinstance(t, dict) or "boxes" not in t or "labels" not in t:
+            raise ValueError(f"{caller}: {item(i)} must be a dict with 'boxes' and 'labels'")
+        tb, tl = t["boxes"], t["labels"]
+        if tb.dim() != 2 or tb.shape[-1] != 4:
+            raise ValueError(f"{caller}: {item(i)}['boxes'] must be [G, 4], got shape {list(tb.shape)}")
+        g = tb.shape[0]
+        if tl.shape != (g,):
+            raise ValueError(f"{caller}: {item(i)}['labels'] must be [{g}] (one per box), "
+                             f"got shape {list(tl.shape)}")
+        if g > max_boxes:
+            raise ValueError(f"{caller}: {item(i)} has {g} boxes, more than max_boxes={max_boxes}")
+        if g and bool((tl < 0).any()):
+            raise ValueError(f"{caller}: {item(i)}['labels'] has negative labels; "
+                             "negative labels mark padding")
+        boxes[i, :g] = tb.to(device=device, dtype=dtype)
+        labels[i, :g] = tl.to(device=device, dtype=torch.int64)
+        if masks is not None:
+            tm = t["masks"]
+            if tm.shape[0] != g or tuple(tm.shape[1:]) != tuple(masks.shape[2:]):
+                raise ValueError(f"{caller}: {item(i)}['masks'] must be [{g}, "
+                                 f"{masks.shape[2]}, {masks.shape[3]}], got shape {list(tm.shape)}")
+            masks[i, :g] = tm.to(device=device, dtype=masks.dtype)
+    out = {"boxes": boxes, "labels": labels}
+    if masks is not None:
+        out["masks"] = masks
+    return out
+
+
+def to_torchvision(output: Dict[str, Tensor]) -> List[Dict[str, Tensor]]:
+    """The static model's detections (``boxes [B, D, 4]``, ``scores``,
+    ``labels``, ``valid [B, D]``, and ``masks [B, D, 1, H, W]`` for Mask
+    R-CNN) as torchvision's list of per-image dicts, the valid slots only (in
+    order). Reads the valid flags on the host: call it outside the step."""
+    if not isinstance(output, dict) or "valid" not in output:
+        raise ValueError(f"{_TO_TORCHVISION}: output must be the static model's detection dict "
+                         "(boxes, scores, labels, valid)")
+    valid = output["valid"]
+    result = []
+    for i in range(valid.shape[0]):
+        keep = valid[i]
+        result.append({k: v[i][keep] for k, v in output.items() if k != "valid"})
+    return result
+
+
+def postprocess(output: Dict[str, Tensor], image_sizes: Tensor, original_image_sizes: Tensor) -> Dict[str, Tensor]:
+    """torchvision's ``transform.postprocess`` for boxes, static: the
+    detections' boxes (``[B, D, 4]``, in the coordinates of the resized images
+    in the canvas) scaled to each image's original size, as torchvision's
+    ``resize_boxes`` scales them (ratios of the sizes in float32).
+    ``image_sizes`` and ``original_image_sizes`` are ``[B, 2]`` (height,
+    width), as :class:`StaticCollate` returns them. The other entries are
+    unchanged. Masks pasted at the original size are not supported yet (an
+    error): torchvision pastes each mask into the original image."""
+    if "masks" in output:
+        raise NotImplementedError(f"{_POSTPROCESS}: masks at the original image size are not supported yet "
+                                  "(the static model pastes them into the canvas, at the resized size)")
+    boxes = output["boxes"]
+    ratios = original_image_sizes.to(torch.float32) / image_sizes.to(torch.float32)  # [B, 2]
+    ratio_height = ratios[:, 0, None]
+    ratio_width = ratios[:, 1, None]
+    xmin, ymin, xmax, ymax = boxes.unbind(-1)
+    scaled = torch.stack((xmin * ratio_width, ymin * ratio_height, xmax * ratio_width, ymax * ratio_height), dim=-1)
+    result = dict(output)
+    result["boxes"] = scaled
+    return result
+
+
+class StaticCollate:
+    """A ``DataLoader`` ``collate_fn`` for the static model: torchvision's
+    per-image resize and padding, with static shapes out.
+
+        collate = StaticCollate(canvas=(800, 1344), max_boxes=100, min_size=800, max_size=1333)
+        collate = StaticCollate.from_model(model, canvas=(800, 1344), max_boxes=100)
+        loader = DataLoader(dataset, batch_size=4, collate_fn=collate, num_workers=4)
+        for batch in loader:
+            losses = static(batch["images"], batch["targets"], image_sizes=batch["image_sizes"])
+
+    ``batch`` is a list of ``(image, target)`` pairs (``image [3, h, w]``
+    float, ``target`` torchvision's dict: ``boxes [G, 4]``, ``labels [G]``,
+    ``masks [G, h, w]``; or ``None``, for evaluation). Each image and its
+    targets are resized with torchvision's own function and rule (the scale
+    ``min(min_size / min(h, w), max_size / max(h, w))``, bilinear
+    interpolation, boxes scaled, masks nearest), as
+    ``GeneralizedRCNNTransform`` resizes them in evaluation (in training it
+    draws ``min_size`` from its tuple; give one ``min_size`` per collate, and
+    one static model per canvas, for multi-scale training). The resized image
+    is placed in the top-left corner of a zero canvas ``[3, H, W]``.
+
+    Returns a dict: ``images [B, 3, H, W]``, ``targets`` (:func:`pad_targets`'
+    dict, masks in the canvas) when targets are given, ``image_sizes [B, 2]``
+    (the resized sizes, int64: the model's ``image_sizes``) and
+    ``original_image_sizes [B, 2]`` (for :func:`postprocess`).
+
+    Errors name the image: one whose resized size does not fit the canvas,
+    more than ``max_boxes`` boxes, a label outside ``[1, num_classes)`` when
+    ``num_classes`` is given (the model's number of classes, background
+    included). A mask target is padded beyond the image by one copy of its
+    last row and column: RoI Align then samples at the image's bottom and
+    right edges what it samples from the unpadded mask (torchvision's RoI
+    Align repeats the last row and column there)."""
+
+    def __init__(self, canvas: Tuple[int, int], max_boxes: int, min_size: int = 800, max_size: int = 1333,
+                 num_classes: Optional[int] = None) -> None:
+        if (not isinstance(canvas, (tuple, list)) or len(canvas) != 2
+                or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in canvas)):
+            raise ValueError(f"{_STATIC_COLLATE}: canvas must be a pair of positive ints (H, W), got {canvas!r}")
+        for name, value in (("max_boxes", max_boxes), ("min_size", min_size), ("max_size", max_size)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(f"{_STATIC_COLLATE}: {name} must be a positive int, got {value!r}")
+        if num_classes is not None and (isinstance(num_classes, bool) or not isinstance(num_classes, int)
+                                        or num_classes < 2):
+            raise ValueError(f"{_STATIC_COLLATE}: num_classes must be an int >= 2 (background included) or "
+                             f"None, got {num_classes!r}")
+        self.canvas = (int(canvas[0]), int(canvas[1]))
+        self.max_boxes = int(max_boxes)
+        self.min_size = int(min_size)
+        self.max_size = int(max_size)
+        self.num_classes = num_classes
+
+    @classmethod
+    def from_model(cls, model, canvas: Tuple[int, int], max_boxes: int) -> "StaticCollate":
+        """The collate of a torchvision detection model (or its static
+        version): its transform's evaluation size (``min_size[-1]``,
+        ``max_size``) and its number of classes."""
+        transform = model.transform
+        num_classes = None
+        predictor = getattr(getattr(model, "roi_heads", None), "box_predictor", None)
+        if predictor is not None and hasattr(predictor, "cls_score"):
+            num_classes = int(predictor.cls_score.out_features)
+        return cls(canvas, max_boxes, int(transform.min_size[-1]), int(transform.max_size), num_classes)
+
+    def __repr__(self) -> str:
+        return (f"StaticCollate(canvas={self.canvas}, max_boxes={self.max_boxes}, min_size={self.min_size}, "
+                f"max_size={self.max_size}, num_classes={self.num_classes})")
+
+    def __call__(self, batch: Sequence[Any]) -> Dict[str, Any]:
+        from torchvision.models.detection.transform import _resize_image_and_masks, resize_boxes
+
+        if len(batch) == 0:
+            raise ValueError(f"{_STATIC_COLLATE}: the batch is empty")
+        height, width = self.canvas
+        first = batch[0][0] if isinstance(batch[0], (tuple, list)) else batch[0]
+        images = torch.zeros((len(batch), 3, height, width), dtype=first.dtype, device=first.device)
+        sizes, originals, targets = [], [], []
+        for i, item in enumerate(batch):
+            image, target = (item[0], item[1]) if isinstance(item, (tuple, list)) else (item, None)
+            if not isinstance(image, Tensor) or image.dim() != 3 or image.shape[0] != 3 \
+                    or not image.is_floating_point():
+                raise ValueError(f"{_STATIC_COLLATE}: image {i} must be a float [3, h, w] tensor, got "
+                                 f"{type(image).__name__} {list(getattr(image, 'shape', []))} "
+                                 f"{getattr(image, 'dtype', '')}")
+            if image.dtype != first.dtype:
+                raise ValueError(f"{_STATIC_COLLATE}: image {i} is {image.dtype}, image 0 is {first.dtype}")
+            original = (int(image.shape[-2]), int(image.shape[-1]))
+            if target is not None:
+                target = dict(target)
+            resized, target = _resize_image_and_masks(image, self.min_size, self.max_size, target)
+            h, w = int(resized.shape[-2]), int(resized.shape[-1])
+            if h > height or w > width:
+                raise ValueError(f"{_STATIC_COLLATE}: image {i} ({original[0]}x{original[1]}) is resized to "
+                                 f"{h}x{w}, which does not fit the canvas {height}x{width}")
+            images[i, :, :h, :w] = resized
+            sizes.append((h, w))
+            originals.append(original)
+            if target is not None:
+                target["boxes"] = resize_boxes(target["boxes"], list(original), [h, w])
+                if self.num_classes is not None:
+                    labels = target["labels"]
+                    bad = (labels < 1) | (labels >= self.num_classes)
+                    if bool(bad.any()):
+                        j = int(bad.nonzero()[0, 0])
+                        raise ValueError(f"{_STATIC_COLLATE}: image {i}, box {j}: label {int(labels[j])} is "
+                                         f"outside [1, {self.num_classes}) (the model's classes; 0 is the "
+                                         "background)")
+                if "masks" in target:
+                    target["masks"] = _pad_mask(target["masks"], self.canvas)
+                targets.append(target)
+        out: Dict[str, Any] = {
+            "images": images,
+            "image_sizes": torch.tensor(sizes, dtype=torch.int64, device=first.device),
+            "original_image_sizes": torch.tensor(originals, dtype=torch.int64, device=first.device),
+        }
+        if targets:
+            if len(targets) != len(batch):
+                raise ValueError(f"{_STATIC_COLLATE}: some images have targets and some do not")
+            out["targets"] = _pad_targets(targets, self.max_boxes, _STATIC_COLLATE, lambda i: f"image {i}")
+        return out
+
+
+def _pad_mask(masks: Tensor, canvas: Tuple[int, int]) -> Tensor:
+    """``masks [G, h, w]`` in the top-left corner of a zero ``[G, H, W]``, with
+    one copy of the last row below and of the last column to the right (where
+    the canvas has room)."""
+    g, h, w = masks.shape
+    out = torch.zeros((g,) + tuple(canvas), dtype=masks.dtype, device=masks.device)
+    out[:, :h, :w] = masks
+    if h < canvas[0]:
+        out[:, h, :w] = masks[:, h - 1, :]
+    if w < canvas[1]:
+        out[:, :h, w] = masks[:, :, w - 1]
+    if h < canvas[0] and w < canvas[1]:
+        out[:, h, w] = masks[:, h - 1, w - 1]
+    return out

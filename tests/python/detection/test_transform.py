@@ -1,0 +1,222 @@
+"""syncfree.detection.transform: images of different sizes in one batch.
+StaticCollate resizes like torchvision's transform and pads into a canvas; the
+static model given ``image_sizes`` equals torchvision on batches whose images
+differ in size and aspect ratio (losses with deterministic sampling,
+detections); postprocess maps boxes to the original sizes as torchvision
+does; the errors name the image."""
+import copy
+
+import pytest
+import torch
+
+from helpers.detection import (assert_detections_equal, assert_losses_equal, take_everything, tiny_model,
+                               torchvision_or_skip)
+
+G = 6
+# Sizes that torchvision's transform (min_size 128, max_size 256) keeps as
+# they are (the scale is exactly 1), so that both sides see the same pixels:
+# its padded batch is 160 x 224 (multiples of 32).
+SIZES = [(128, 200), (160, 128), (128, 128)]
+CANVAS = (160, 224)
+
+
+@pytest.fixture(scope="module")
+def tv():
+    return torchvision_or_skip()
+
+
+def detection():
+    import syncfree.detection
+
+    return syncfree.detection
+
+
+def model_of(kind):
+    model = tiny_model(kind)
+    model.transform.min_size = (128,)
+    model.transform.max_size = 256
+    return model
+
+
+def dataset(seed, sizes, counts, masks=False, num_classes=4):
+    """(image, target) pairs of the given sizes, boxes inside each image."""
+    gen = torch.Generator().manual_seed(seed)
+    items = []
+    for (h, w), n in zip(sizes, counts):
+        image = torch.rand(3, h, w, generator=gen)
+        xy = torch.rand(n, 2, generator=gen) * torch.tensor([w - 48.0, h - 48.0])
+        wh = torch.rand(n, 2, generator=gen) * 36 + 8
+        boxes = torch.cat([xy, xy + wh], 1)
+        target = {"boxes": boxes, "labels": torch.randint(1, num_classes, (n,), generator=gen)}
+        if masks:
+            m = torch.zeros(n, h, w, dtype=torch.uint8)
+            for i, b in enumerate(boxes.round().long().tolist()):
+                m[i, b[1]:b[3], b[0]:b[2]] = 1
+            target["masks"] = m
+        items.append((image, target))
+    return items
+
+
+def test_collate_resizes_and_pads_like_torchvisions_transform(tv):
+    """The canvas holds torchvision's resized image (its own function, its eval
+    rule) in the top-left corner and zeros elsewhere; boxes scaled, masks
+    resized; image_sizes are the resized sizes, original_image_sizes the
+    given ones."""
+    from torchvision.models.detection.transform import GeneralizedRCNNTransform
+
+    transform = GeneralizedRCNNTransform(128, 256, [0.0] * 3, [1.0] * 3).eval()
+    items = dataset(0, [(64, 100), (300, 200), (128, 128)], [2, 1, 3], masks=True)
+    collate = detection().StaticCollate(canvas=(256, 256), max_boxes=G, min_size=128, max_size=256)
+    batch = collate(items)
+    assert batch["images"].shape == (3, 3, 256, 256)
+    assert batch["image_sizes"].tolist() == [[128, 200], [192, 128], [128, 128]]
+    assert batch["original_image_sizes"].tolist() == [[64, 100], [300, 200], [128, 128]]
+    for i, (image, target) in enumerate(items):
+        ref_image, ref_target = transform.resize(image, copy.deepcopy(target))
+        h, w = ref_image.shape[-2:]
+        assert torch.equal(batch["images"][i, :, :h, :w], ref_image)
+        assert not batch["images"][i, :, h:].any() and not batch["images"][i, :, :, w:].any()
+        n = target["boxes"].shape[0]
+        assert torch.equal(batch["targets"]["boxes"][i, :n], ref_target["boxes"])
+        assert torch.equal(batch["targets"]["labels"][i, :n], target["labels"])
+        assert (batch["targets"]["labels"][i, n:] == -1).all()
+        masks = batch["targets"]["masks"][i, :n]
+        assert torch.equal(masks[:, :h, :w], ref_target["masks"])
+        # One copy of the last row and column beyond the image, zeros further.
+        assert torch.equal(masks[:, h, :w], ref_target["masks"][:, h - 1])
+        assert torch.equal(masks[:, :h, w], ref_target["masks"][:, :, w - 1])
+        assert not masks[:, h + 1:].any() and not masks[:, :, w + 1:].any()
+
+
+def test_collate_from_model_reads_the_models_settings(tv):
+    model = model_of("faster")
+    collate = detection().StaticCollate.from_model(model, CANVAS, G)
+    assert (collate.min_size, collate.max_size, collate.num_classes) == (128, 256, 4)
+    assert "canvas=(160, 224)" in repr(collate)
+
+
+@pytest.mark.parametrize("kind", ["faster", "mask"])
+def test_training_losses_equal_torchvision_on_images_of_different_sizes(tv, kind):
+    model = model_of(kind)
+    items = dataset(1, SIZES, [3, 5, 0], masks=kind == "mask")
+    batch = detection().StaticCollate.from_model(model, CANVAS, G)(items)
+    static = detection().make_static(model, CANVAS, G).train()
+    take_everything(model, batch["images"], G)
+    model.train()
+    state = copy.deepcopy(model.state_dict())
+    ref = model([image for image, _ in items], copy.deepcopy([target for _, target in items]))
+    model.load_state_dict(state)
+    got = static(batch["images"], batch["targets"], image_sizes=batch["image_sizes"])
+    assert_losses_equal(ref, got)
+    # The sizes matter: the same batch as if every image filled the canvas differs.
+    model.load_state_dict(state)
+    full = static(batch["images"], batch["targets"])
+    assert any(abs(full[k].item() - ref[k].item()) > 1e-4 * abs(ref[k].item()) for k in ref)
+
+
+@pytest.mark.parametrize("kind", ["faster", "mask"])
+def test_detections_equal_torchvision_on_images_of_different_sizes(tv, kind):
+    model = model_of(kind).eval()
+    items = dataset(2, SIZES, [0, 0, 0])
+    batch = detection().StaticCollate.from_model(model, CANVAS, G)([image for image, _ in items])
+    static = detection().make_static(model, CANVAS, G)
+    with torch.no_grad():
+        ref = model([image for image, _ in items])
+        out = static(batch["images"], image_sizes=batch["image_sizes"])
+    assert all(len(r["scores"]) > 0 for r in ref)  # the comparison compares something
+    got = detection().to_torchvision(out)
+    if kind == "mask":  # pasted into the canvas: each image's part of it, zeros beyond
+        for g, (h, w) in zip(got, SIZES):
+            assert not g["masks"][..., h:, :].any() and not g["masks"][..., :, w:].any()
+            g["masks"] = g["masks"][..., :h, :w]
+    assert_detections_equal(ref, got)
+    for g, (h, w) in zip(got, SIZES):  # inside each image, not only inside the canvas
+        assert (g["boxes"][:, 0::2] <= w).all() and (g["boxes"][:, 1::2] <= h).all()
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+def test_clip_boxes_equals_torchvision_per_image(tv, dtype):
+    """Each image's boxes clipped to its own size as clip_boxes_to_image clips
+    them, bound rounding in low precision, NaN and infinities included."""
+    from torchvision.ops.boxes import clip_boxes_to_image
+
+    from syncfree.detection.boxes import clip_boxes
+
+    gen = torch.Generator().manual_seed(5)
+    boxes = (torch.rand(3, 7, 2, 4, generator=gen) * 400 - 100).to(dtype)
+    boxes[0, 0, 0] = torch.tensor([float("nan"), float("inf"), -float("inf"), 50.0])
+    sizes = torch.tensor([[128, 200], [1067, 128], [160, 1333]])
+    got = clip_boxes(boxes, (0, 0), sizes)
+    for i in range(3):
+        ref = clip_boxes_to_image(boxes[i], tuple(sizes[i].tolist()))
+        torch.testing.assert_close(got[i], ref, rtol=0, atol=0, equal_nan=True)
+    assert not torch.equal(got[1], clip_boxes(boxes, (160, 1333), None)[1])  # the sizes are used
+
+
+def test_postprocess_maps_boxes_to_the_original_sizes_as_torchvision(tv):
+    from torchvision.models.detection.transform import resize_boxes
+
+    gen = torch.Generator().manual_seed(3)
+    boxes = torch.rand(2, 5, 4, generator=gen) * 100
+    image_sizes = torch.tensor([[128, 200], [192, 128]])
+    originals = torch.tensor([[64, 100], [300, 200]])
+    out = {"boxes": boxes, "scores": torch.rand(2, 5, generator=gen), "valid": torch.ones(2, 5, dtype=torch.bool)}
+    got = detection().postprocess(out, image_sizes, originals)
+    for i in range(2):
+        ref = resize_boxes(boxes[i], image_sizes[i].tolist(), originals[i].tolist())
+        assert torch.equal(got["boxes"][i], ref)
+    assert got["scores"] is out["scores"] and got["valid"] is out["valid"]
+    with pytest.raises(NotImplementedError, match="^syncfree.detection.postprocess: masks at the original"):
+        detection().postprocess(dict(out, masks=torch.zeros(2, 5, 1, 8, 8)), image_sizes, originals)
+
+
+def test_image_sizes_compile_to_one_graph_for_batches_of_any_sizes(tv, fresh_dynamo):
+    """Other sizes in the same canvas: the same graph, no recompilation."""
+    from torch._dynamo.testing import CompileCounter
+
+    model = model_of("faster")
+    static = detection().make_static(model, CANVAS, G).train()
+    collate = detection().StaticCollate.from_model(model, CANVAS, G)
+    counter = CompileCounter()
+    step = torch.compile(static, backend=counter, fullgraph=True)
+    for seed, sizes in enumerate([SIZES, [(128, 128), (128, 224), (160, 160)]]):
+        batch = collate(dataset(seed, sizes, [2, 1, 3]))
+        losses = step(batch["images"], batch["targets"], image_sizes=batch["image_sizes"])
+        assert all(torch.isfinite(v) for v in losses.values())
+    assert counter.frame_count == 1
+
+
+COLLATE = "syncfree.detection.StaticCollate: "
+
+
+def test_collate_errors_name_the_image(tv):
+    collate = detection().StaticCollate(canvas=CANVAS, max_boxes=2, min_size=128, max_size=256, num_classes=4)
+    items = dataset(4, SIZES, [1, 1, 1])
+    with pytest.raises(ValueError, match="^" + COLLATE + r"image 1 \(64x128\) is resized to 128x256, which "
+                                         r"does not fit the canvas 160x224$"):
+        collate([items[0], (torch.rand(3, 64, 128), None)])
+    with pytest.raises(ValueError, match="^" + COLLATE + "image 2 has 3 boxes, more than max_boxes=2$"):
+        collate(items[:2] + dataset(5, [(128, 128)], [3]))
+    bad = copy.deepcopy(items)
+    bad[1][1]["labels"][0] = 4
+    with pytest.raises(ValueError, match="^" + COLLATE + r"image 1, box 0: label 4 is outside \[1, 4\)"):
+        collate(bad)
+    with pytest.raises(ValueError, match="^" + COLLATE + "image 0 must be a float"):
+        collate([(torch.zeros(3, 128, 128, dtype=torch.uint8), None)])
+    with pytest.raises(ValueError, match="^" + COLLATE + "canvas must be a pair"):
+        detection().StaticCollate(canvas=(160,), max_boxes=2)
+
+
+MODEL = "syncfree.detection.StaticRCNN: "
+
+
+def test_image_sizes_errors(tv):
+    model = model_of("faster").eval()
+    static = detection().make_static(model, CANVAS, G)
+    images = torch.rand(2, 3, *CANVAS)
+    with pytest.raises(ValueError, match="^" + MODEL + r"image_sizes must be a \[2, 2\] int64 tensor"):
+        static(images, image_sizes=torch.tensor([[128, 128]]))
+    with pytest.raises(ValueError, match="^" + MODEL + r"image_sizes must be a \[2, 2\] int64 tensor"):
+        static(images, image_sizes=torch.tensor([[128.0, 128.0]] * 2))
+    with pytest.raises(TypeError, match="^" + MODEL + "image_sizes must be"):
+        static(images, image_sizes=[(128, 128)] * 2)
