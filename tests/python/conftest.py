@@ -17,6 +17,15 @@ if os.environ.get("SYNCFREE_EXPECT_INSTALLED"):
 HERE = pathlib.Path(__file__).parent
 
 
+def pytest_configure(config):
+    """Under pytest-xdist, each worker's torch gets its share of the CPUs
+    (torch's default is every CPU in every worker: two workers on two cores
+    would run four busy threads). Tests that need more threads set them."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
+    if workers > 1:
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // workers))
+
+
 @pytest.fixture(params=["cpu", pytest.param("cuda", marks=pytest.mark.cuda)])
 def device(request):
     """The device of a test that runs on both: ``cpu`` always, ``cuda`` marked

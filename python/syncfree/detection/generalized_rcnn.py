@@ -59,17 +59,18 @@ class StaticRCNN(nn.Module):
         return self
 
     def _check_modes(self) -> None:
-        """The shared submodules in this model's mode: a forward whose modes
-        disagree (``static.eval()`` then ``model.train()``) would mix
-        evaluation and batch statistics silently."""
-        mode = "training" if self.training else "eval"
-        for name in ("backbone", "rpn", "roi_heads"):
-            if getattr(self, name).training != self.training:
-                other = "training" if getattr(self, name).training else "eval"
-                raise RuntimeError(f"{_STATIC_MODEL}: the static model is in {mode} mode but its {name} "
-                                   f"(shared with the torchvision model) is in {other} mode, switched since "
-                                   "(the torchvision model's train() or eval()): call static.train() or "
-                                   "static.eval(), which switch both")
+        """This model's mode is the torchvision model's: a forward after one of
+        them was switched alone (``static.eval()`` then ``model.train()``)
+        would mix evaluation and batch statistics silently. (Submodules may
+        differ on purpose, as a frozen backbone's ``eval()``.)"""
+        tv_training = self.__dict__["_torchvision_model"].training
+        if tv_training != self.training:
+            mode = "training" if self.training else "eval"
+            other = "training" if tv_training else "eval"
+            raise RuntimeError(f"{_STATIC_MODEL}: the static model is in {mode} mode but the torchvision model "
+                               f"it shares its modules with was switched to {other} mode since (its train() or "
+                               "eval() switches the shared modules too): call static.train() or static.eval(), "
+                               "which switch both")
 
     @property
     def has_mask(self) -> bool:

@@ -134,7 +134,10 @@ def postprocess(output: Dict[str, Tensor], image_sizes: Tensor, original_image_s
         raise NotImplementedError(f"{_POSTPROCESS}: masks at the original image size are not supported yet "
                                   "(the static model pastes them into the canvas, at the resized size)")
     boxes = output["boxes"]
-    ratios = original_image_sizes.to(torch.float32) / image_sizes.to(torch.float32)  # [B, 2]
+    # torchvision: float32 ratios of 0-dim tensors, which take the boxes' dtype in the product.
+    ratios = original_image_sizes.to(device=boxes.device, dtype=torch.float32) / image_sizes.to(
+        device=boxes.device, dtype=torch.float32)  # [B, 2]
+    ratios = ratios.to(boxes.dtype)
     ratio_height = ratios[:, 0, None]
     ratio_width = ratios[:, 1, None]
     xmin, ymin, xmax, ymax = boxes.unbind(-1)
@@ -173,10 +176,13 @@ class StaticCollate:
     Errors name the image: one whose resized size does not fit the canvas,
     more than ``max_boxes`` boxes, a label outside ``[1, num_classes)`` when
     ``num_classes`` is given (the model's number of classes, background
-    included). A mask target is padded beyond the image by one copy of its
-    last row and column: RoI Align then samples at the image's bottom and
-    right edges what it samples from the unpadded mask (torchvision's RoI
-    Align repeats the last row and column there)."""
+    included), a target with masks beside one without. A mask target is
+    padded beyond the image by one copy of its last row and column:
+    torchvision's RoI Align over the unpadded mask repeats the last row and
+    column for samples in the image's last pixel, and over the copy RoI
+    Align reads the same values (up to float rounding); a sample beyond the
+    image (a ground-truth box that extends past it) reads the copy where
+    torchvision reads zero."""
 
     def __init__(self, canvas: Tuple[int, int], max_boxes: int, min_size: int = 800, max_size: int = 1333,
                  num_classes: Optional[int] = None) -> None:
@@ -202,6 +208,10 @@ class StaticCollate:
         version): its transform's evaluation size (``min_size[-1]``,
         ``max_size``) and its number of classes."""
         transform = model.transform
+        if getattr(transform, "fixed_size", None) is not None or getattr(transform, "_skip_resize", False):
+            raise ValueError(f"{_STATIC_COLLATE}: the model's transform resizes to a fixed size or not at all "
+                             "(fixed_size, _skip_resize): build StaticCollate(canvas, max_boxes, min_size, "
+                             "max_size) for what it should do")
         num_classes = None
         predictor = getattr(getattr(model, "roi_heads", None), "box_predictor", None)
         if predictor is not None and hasattr(predictor, "cls_score"):
@@ -221,6 +231,8 @@ class StaticCollate:
         first = batch[0][0] if isinstance(batch[0], (tuple, list)) else batch[0]
         images = torch.zeros((len(batch), 3, height, width), dtype=first.dtype, device=first.device)
         sizes, originals, targets = [], [], []
+        first_target = batch[0][1] if isinstance(batch[0], (tuple, list)) else None
+        has_masks = isinstance(first_target, dict) and "masks" in first_target
         for i, item in enumerate(batch):
             image, target = (item[0], item[1]) if isinstance(item, (tuple, list)) else (item, None)
             if not isinstance(image, Tensor) or image.dim() != 3 or image.shape[0] != 3 \
@@ -228,11 +240,16 @@ class StaticCollate:
                 raise ValueError(f"{_STATIC_COLLATE}: image {i} must be a float [3, h, w] tensor, got "
                                  f"{type(image).__name__} {list(getattr(image, 'shape', []))} "
                                  f"{getattr(image, 'dtype', '')}")
-            if image.dtype != first.dtype:
-                raise ValueError(f"{_STATIC_COLLATE}: image {i} is {image.dtype}, image 0 is {first.dtype}")
+            if image.dtype != first.dtype or image.device != first.device:
+                raise ValueError(f"{_STATIC_COLLATE}: image {i} is {image.dtype} on {image.device}, image 0 "
+                                 f"{first.dtype} on {first.device}")
             original = (int(image.shape[-2]), int(image.shape[-1]))
             if target is not None:
-                target = dict(target)
+                target = {k: v.to(image.device) if isinstance(v, Tensor) else v for k, v in target.items()}
+                if ("masks" in target) != has_masks:
+                    raise ValueError(f"{_STATIC_COLLATE}: image {i}'s target "
+                                     f"{'has' if 'masks' in target else 'has no'} masks, image 0's "
+                                     f"{'has' if has_masks else 'has no'}")
             resized, target = _resize_image_and_masks(image, self.min_size, self.max_size, target)
             h, w = int(resized.shape[-2]), int(resized.shape[-1])
             if h > height or w > width:

@@ -124,6 +124,9 @@ def test_the_compat_module_re_exports_the_static_detector(tv):
     for name in ("make_static", "pad_targets", "to_torchvision", "StaticRCNN"):
         assert getattr(sf_tv, name) is getattr(detection(), name)
         assert name in sf_tv.__all__ and name in detection().__all__
+    from syncfree.compat import _static_rcnn  # the former module: models saved whole still load
+
+    assert _static_rcnn.StaticRCNN is detection().StaticRCNN
 
 
 # ---- parts against torchvision's functions
@@ -348,13 +351,15 @@ def test_one_switch_sets_both_models_modes(tv):
         assert len(model(list(images))) == 2  # torchvision's eval: no targets needed
         static(images)
     model.train()
-    with pytest.raises(RuntimeError, match="^" + MODEL + "the static model is in eval mode but its backbone "
-                                           r"\(shared with the torchvision model\) is in training mode"):
+    with pytest.raises(RuntimeError, match="^" + MODEL + "the static model is in eval mode but the torchvision "
+                                           "model it shares its modules with was switched to training mode"):
         static(images)
     static.train()
     assert model.training
     losses = static(images, detection().pad_targets(targets, G))
     assert all(torch.isfinite(v) for v in losses.values())
+    static.backbone.eval()  # freezing a part on purpose stays allowed
+    assert static(images, detection().pad_targets(targets, G)).keys() == losses.keys()
 
 
 def test_box_coding_equals_torchvision(tv):

@@ -39,7 +39,9 @@ def model_of(kind):
 
 
 def dataset(seed, sizes, counts, masks=False, num_classes=4):
-    """(image, target) pairs of the given sizes, boxes inside each image."""
+    """(image, target) pairs of the given sizes, boxes inside each image; an
+    image's last box (of two or more) ends at its bottom-right corner, so
+    that RoIs reach the edge where the canvas pads the masks."""
     gen = torch.Generator().manual_seed(seed)
     items = []
     for (h, w), n in zip(sizes, counts):
@@ -47,6 +49,8 @@ def dataset(seed, sizes, counts, masks=False, num_classes=4):
         xy = torch.rand(n, 2, generator=gen) * torch.tensor([w - 48.0, h - 48.0])
         wh = torch.rand(n, 2, generator=gen) * 36 + 8
         boxes = torch.cat([xy, xy + wh], 1)
+        if n >= 2:
+            boxes[-1] = torch.tensor([w - 40.0, h - 30.0, float(w), float(h)])
         target = {"boxes": boxes, "labels": torch.randint(1, num_classes, (n,), generator=gen)}
         if masks:
             m = torch.zeros(n, h, w, dtype=torch.uint8)
@@ -134,7 +138,7 @@ def test_detections_equal_torchvision_on_images_of_different_sizes(tv, kind):
         assert (g["boxes"][:, 0::2] <= w).all() and (g["boxes"][:, 1::2] <= h).all()
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float64])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
 def test_clip_boxes_equals_torchvision_per_image(tv, dtype):
     """Each image's boxes clipped to its own size as clip_boxes_to_image clips
     them, bound rounding in low precision, NaN and infinities included."""
@@ -143,7 +147,7 @@ def test_clip_boxes_equals_torchvision_per_image(tv, dtype):
     from syncfree.detection.boxes import clip_boxes
 
     gen = torch.Generator().manual_seed(5)
-    boxes = (torch.rand(3, 7, 2, 4, generator=gen) * 400 - 100).to(dtype)
+    boxes = (torch.rand(3, 7, 2, 4, generator=gen) * 1500 - 100).to(dtype)  # beyond 1067 and 1333
     boxes[0, 0, 0] = torch.tensor([float("nan"), float("inf"), -float("inf"), 50.0])
     sizes = torch.tensor([[128, 200], [1067, 128], [160, 1333]])
     got = clip_boxes(boxes, (0, 0), sizes)
@@ -166,6 +170,12 @@ def test_postprocess_maps_boxes_to_the_original_sizes_as_torchvision(tv):
         ref = resize_boxes(boxes[i], image_sizes[i].tolist(), originals[i].tolist())
         assert torch.equal(got["boxes"][i], ref)
     assert got["scores"] is out["scores"] and got["valid"] is out["valid"]
+    for dtype in (torch.bfloat16, torch.float16):  # the ratio rounded to the boxes' dtype, as torchvision's
+        low = detection().postprocess(dict(out, boxes=boxes.to(dtype)), image_sizes, originals)["boxes"]
+        assert low.dtype == dtype
+        for i in range(2):
+            ref = resize_boxes(boxes[i].to(dtype), image_sizes[i].tolist(), originals[i].tolist())
+            assert torch.equal(low[i], ref)
     with pytest.raises(NotImplementedError, match="^syncfree.detection.postprocess: masks at the original"):
         detection().postprocess(dict(out, masks=torch.zeros(2, 5, 1, 8, 8)), image_sizes, originals)
 
@@ -205,6 +215,14 @@ def test_collate_errors_name_the_image(tv):
         collate([(torch.zeros(3, 128, 128, dtype=torch.uint8), None)])
     with pytest.raises(ValueError, match="^" + COLLATE + "canvas must be a pair"):
         detection().StaticCollate(canvas=(160,), max_boxes=2)
+    mixed = dataset(6, SIZES[:2], [1, 1], masks=True)
+    del mixed[1][1]["masks"]
+    with pytest.raises(ValueError, match="^" + COLLATE + "image 1's target has no masks, image 0's has$"):
+        collate(mixed)
+    model = model_of("faster")
+    model.transform.fixed_size = (128, 128)
+    with pytest.raises(ValueError, match="^" + COLLATE + "the model's transform resizes to a fixed size"):
+        detection().StaticCollate.from_model(model, CANVAS, 2)
 
 
 MODEL = "syncfree.detection.StaticRCNN: "
