@@ -9,8 +9,8 @@ import copy
 import pytest
 import torch
 
-from helpers.detection import (assert_detections_equal, assert_losses_equal, take_everything, tiny_model,
-                               torchvision_or_skip)
+from helpers.detection import (assert_detections_equal, assert_losses_equal, box_masks, take_everything,
+                               tiny_model, torchvision_or_skip)
 
 G = 6
 # Sizes that torchvision's transform (min_size 128, max_size 256) keeps as
@@ -53,10 +53,7 @@ def dataset(seed, sizes, counts, masks=False, num_classes=4):
             boxes[-1] = torch.tensor([w - 40.0, h - 30.0, float(w), float(h)])
         target = {"boxes": boxes, "labels": torch.randint(1, num_classes, (n,), generator=gen)}
         if masks:
-            m = torch.zeros(n, h, w, dtype=torch.uint8)
-            for i, b in enumerate(boxes.round().long().tolist()):
-                m[i, b[1]:b[3], b[0]:b[2]] = 1
-            target["masks"] = m
+            target["masks"] = box_masks(boxes, h, w)
         items.append((image, target))
     return items
 

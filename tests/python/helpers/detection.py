@@ -102,12 +102,17 @@ def make_batch(seed, counts, masks=False, num_classes=4):
         boxes = torch.cat([xy, xy + wh], 1)
         t = {"boxes": boxes, "labels": torch.randint(1, num_classes, (n,), generator=gen)}
         if masks:
-            m = torch.zeros(n, H, W, dtype=torch.uint8)
-            for i, b in enumerate(boxes.round().long().tolist()):
-                m[i, b[1]:b[3], b[0]:b[2]] = 1
-            t["masks"] = m
+            t["masks"] = box_masks(boxes, H, W)
         targets.append(t)
     return images, targets
+
+
+def box_masks(boxes, height, width):
+    """``[G, height, width]`` uint8 masks: each box's rounded rectangle."""
+    m = torch.zeros(boxes.shape[0], height, width, dtype=torch.uint8)
+    for i, b in enumerate(boxes.round().long().tolist()):
+        m[i, b[1]:b[3], b[0]:b[2]] = 1
+    return m
 
 
 def detection_batch(seed=1, images=2):
