@@ -228,18 +228,23 @@ class StaticCollate:
         if len(batch) == 0:
             raise ValueError(f"{_STATIC_COLLATE}: the batch is empty")
         height, width = self.canvas
-        first = batch[0][0] if isinstance(batch[0], (tuple, list)) else batch[0]
-        images = torch.zeros((len(batch), 3, height, width), dtype=first.dtype, device=first.device)
-        sizes, originals, targets = [], [], []
-        first_target = batch[0][1] if isinstance(batch[0], (tuple, list)) else None
-        has_masks = isinstance(first_target, dict) and "masks" in first_target
-        for i, item in enumerate(batch):
-            image, target = (item[0], item[1]) if isinstance(item, (tuple, list)) else (item, None)
+        items = [(item[0], item[1]) if isinstance(item, (tuple, list)) and len(item) == 2 else (item, None)
+                 for item in batch]
+        for i, (image, target) in enumerate(items):
             if not isinstance(image, Tensor) or image.dim() != 3 or image.shape[0] != 3 \
                     or not image.is_floating_point():
-                raise ValueError(f"{_STATIC_COLLATE}: image {i} must be a float [3, h, w] tensor, got "
-                                 f"{type(image).__name__} {list(getattr(image, 'shape', []))} "
-                                 f"{getattr(image, 'dtype', '')}")
+                raise ValueError(f"{_STATIC_COLLATE}: image {i} must be a float [3, h, w] tensor (items: images "
+                                 f"or (image, target) pairs), got {type(image).__name__} "
+                                 f"{list(getattr(image, 'shape', []))} {getattr(image, 'dtype', '')}")
+            if target is not None and (not isinstance(target, dict) or "boxes" not in target
+                                       or "labels" not in target):
+                raise ValueError(f"{_STATIC_COLLATE}: image {i}'s target must be a dict with 'boxes' and "
+                                 f"'labels' (torchvision's format), got {type(target).__name__}")
+        first = items[0][0]
+        images = torch.zeros((len(batch), 3, height, width), dtype=first.dtype, device=first.device)
+        sizes, originals, targets = [], [], []
+        has_masks = items[0][1] is not None and "masks" in items[0][1]
+        for i, (image, target) in enumerate(items):
             if image.dtype != first.dtype or image.device != first.device:
                 raise ValueError(f"{_STATIC_COLLATE}: image {i} is {image.dtype} on {image.device}, image 0 "
                                  f"{first.dtype} on {first.device}")

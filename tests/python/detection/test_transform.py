@@ -210,6 +210,10 @@ def test_collate_errors_name_the_image(tv):
         collate(bad)
     with pytest.raises(ValueError, match="^" + COLLATE + "image 0 must be a float"):
         collate([(torch.zeros(3, 128, 128, dtype=torch.uint8), None)])
+    with pytest.raises(ValueError, match="^" + COLLATE + "image 1 must be a float"):
+        collate([items[0], ("not an image", None)])
+    with pytest.raises(ValueError, match="^" + COLLATE + "image 1's target must be a dict with 'boxes' and"):
+        collate([items[0], (items[1][0], {"boxes": items[1][1]["boxes"]})])
     with pytest.raises(ValueError, match="^" + COLLATE + "canvas must be a pair"):
         detection().StaticCollate(canvas=(160,), max_boxes=2)
     mixed = dataset(6, SIZES[:2], [1, 1], masks=True)
