@@ -1,9 +1,9 @@
 """make_static on small torchvision detectors: the static step equals torchvision's
 (losses with deterministic sampling, detections), samples by torchvision's quota
-rule otherwise, and its parts equal torchvision's functions (IoU, matcher, mask
-pasting, batch norm over the valid RoIs); pad_targets, to_torchvision and the
-errors. The four named torchvision models, compiled and exported, are in
-test_torchvision_models.py."""
+rule otherwise; the model object (shared modules, modes) and its errors. The
+parts are tested beside their modules (test_boxes.py, test_matching.py,
+test_roi_heads.py, test_transform.py); the four named torchvision models,
+compiled and exported, in test_torchvision_models.py."""
 import copy
 
 import pytest
@@ -129,106 +129,6 @@ def test_the_compat_module_re_exports_the_static_detector(tv):
     assert _static_rcnn.StaticRCNN is detection().StaticRCNN
 
 
-# ---- parts against torchvision's functions
-
-
-def test_box_iou_equals_torchvision(tv):
-    from torchvision.ops import box_iou
-
-    from syncfree.detection.boxes import box_iou as sf_box_iou
-
-    gen = torch.Generator().manual_seed(0)
-    a = torch.rand(3, 7, 4, generator=gen) * 50
-    a[..., 2:] += a[..., :2]
-    b = torch.rand(3, 40, 4, generator=gen) * 50
-    b[..., 2:] += b[..., :2]
-    got = sf_box_iou(a, b)
-    for i in range(3):
-        assert torch.equal(got[i], box_iou(a[i], b[i]))
-    assert torch.equal(sf_box_iou(a, b[0]), torch.stack([box_iou(a[i], b[0]) for i in range(3)]))
-
-
-@pytest.mark.parametrize("allow_low_quality", [False, True])
-def test_matcher_equals_torchvision_with_padded_ground_truth(tv, allow_low_quality):
-    from torchvision.models.detection._utils import Matcher
-
-    from syncfree.detection.matching import match
-
-    matcher = Matcher(0.7, 0.3, allow_low_quality_matches=allow_low_quality)
-    gen = torch.Generator().manual_seed(1)
-    g, n = 5, 300
-    for trial in range(20):
-        # Quantized IoUs make ties (between ground truths, and for a ground truth's best).
-        iou = (torch.rand(4, g, n, generator=gen) * 10).floor() / 10
-        real = torch.tensor([g, 3, 1, 0]) if trial % 2 else torch.tensor([2, 0, g, 4])
-        gt_valid = torch.arange(g)[None, :] < real[:, None]
-        iou = torch.where(gt_valid[..., None], iou, torch.rand(4, g, n, generator=gen))  # padding holds garbage
-        got = match(iou, gt_valid, matcher)
-        for i in range(4):
-            if real[i] == 0:  # torchvision: an image without ground truth is all background
-                assert torch.equal(got[i], torch.full((n,), -1))
-            else:
-                assert torch.equal(got[i], matcher(iou[i, :real[i]])), (trial, i)
-
-
-def test_paste_masks_equals_torchvision(tv):
-    from torchvision.models.detection.roi_heads import paste_masks_in_image
-
-    from syncfree.detection.roi_heads import paste_masks
-
-    gen = torch.Generator().manual_seed(2)
-    n = 40
-    masks = torch.rand(n, 1, 28, 28, generator=gen)
-    size = (96, 128)
-    xy = torch.rand(n, 2, generator=gen) * 110
-    wh = torch.rand(n, 2, generator=gen) ** 3 * 90  # tiny to large
-    boxes = torch.cat([xy, xy + wh], 1)
-    # Clipped to the image, as detections are (their expansion still crosses it).
-    boxes[:, 0::2] = boxes[:, 0::2].clamp(0, size[1])
-    boxes[:, 1::2] = boxes[:, 1::2].clamp(0, size[0])
-    boxes[0] = torch.tensor([10.0, 10.0, 37.0, 37.0])  # resized to exactly 30x30: a copy
-    boxes[1] = torch.tensor([5.0, 5.0, 5.0, 5.0])  # empty
-    ref = paste_masks_in_image(masks, boxes, size)
-    got = paste_masks(masks, boxes, size)
-    assert got.shape == ref.shape == (n, 1, 96, 128)
-    torch.testing.assert_close(got, ref, atol=2e-6, rtol=0)
-    assert torch.equal(got == 0, ref == 0)  # the same pixels pasted
-
-
-def test_masked_batch_norm_equals_batch_norm_on_the_valid_rows():
-    from syncfree.detection.roi_heads import masked_batch_norm
-
-    gen = torch.Generator().manual_seed(3)
-    x = torch.randn(12, 4, 5, 5, generator=gen) * 3 + 1
-    valid = torch.tensor([True, False, True, True, False, True, True, True, False, True, True, True])
-    for momentum in (0.1, None):
-        ref_bn = nn.BatchNorm2d(4, momentum=momentum).train()
-        with torch.no_grad():
-            ref_bn.weight.uniform_(0.5, 2)
-            ref_bn.bias.uniform_(-1, 1)
-        bn = copy.deepcopy(ref_bn)
-        for _ in range(2):
-            ref = ref_bn(x[valid])
-            got = masked_batch_norm(bn, x, valid)
-            torch.testing.assert_close(got[valid], ref, rtol=1e-5, atol=1e-5)
-        torch.testing.assert_close(bn.running_mean, ref_bn.running_mean)
-        torch.testing.assert_close(bn.running_var, ref_bn.running_var)
-        assert int(bn.num_batches_tracked) == int(ref_bn.num_batches_tracked) == 2
-    # float16 (autocast): statistics in float32, as torch's batch norm computes them, even where
-    # the number of values exceeds float16's range (65504).
-    x16 = torch.randn(1536, 4, 7, 7, generator=gen).half()
-    many = torch.ones(1536, dtype=torch.bool)
-    ref = nn.BatchNorm2d(4).train()(x16.float())
-    got = masked_batch_norm(nn.BatchNorm2d(4).train(), x16, many)
-    assert got.dtype == torch.float16
-    torch.testing.assert_close(got.float(), ref, atol=2e-3, rtol=2e-3)
-    # No valid row: the running statistics stay as they were.
-    before = copy.deepcopy(bn.state_dict())
-    masked_batch_norm(bn, x, torch.zeros_like(valid))
-    torch.testing.assert_close(bn.running_mean, before["running_mean"])
-    torch.testing.assert_close(bn.running_var, before["running_var"])
-
-
 # ---- the model object
 
 
@@ -249,52 +149,6 @@ def test_shares_the_modules_and_state_dict(tv):
     fresh.load_state_dict(static.state_dict())
     assert static.training == model.training
     assert "image_size=(128, 128)" in repr(static)
-
-
-def test_pad_targets_and_to_torchvision(tv):
-    _, targets = make_batch(5, [2, 0, 4], masks=True)
-    padded = detection().pad_targets(targets, 4)
-    assert padded["boxes"].shape == (3, 4, 4) and padded["labels"].dtype == torch.int64
-    assert padded["masks"].shape == (3, 4, H, W) and padded["masks"].dtype == torch.uint8
-    for i, t in enumerate(targets):
-        n = len(t["labels"])
-        assert torch.equal(padded["boxes"][i, :n], t["boxes"])
-        assert torch.equal(padded["labels"][i, :n], t["labels"])
-        assert torch.equal(padded["masks"][i, :n], t["masks"])
-        assert (padded["labels"][i, n:] == -1).all() and not padded["boxes"][i, n:].any()
-    without_masks = detection().pad_targets([{k: v for k, v in t.items() if k != "masks"} for t in targets], 5)
-    assert set(without_masks) == {"boxes", "labels"}
-    # to_torchvision keeps the valid slots, in order.
-    output = {"boxes": padded["boxes"], "labels": padded["labels"], "scores": padded["labels"].float(),
-              "valid": padded["labels"] >= 0}
-    back = detection().to_torchvision(output)
-    for t, b in zip(targets, back):
-        assert set(b) == {"boxes", "labels", "scores"}
-        assert torch.equal(b["boxes"], t["boxes"]) and torch.equal(b["labels"], t["labels"])
-
-
-PAD = "syncfree.detection.pad_targets: "
-
-
-@pytest.mark.parametrize("targets, max_boxes, error, message", [
-    ([{"boxes": torch.zeros(3, 4), "labels": torch.ones(3, dtype=torch.int64)}], 2, ValueError,
-     "targets[0] has 3 boxes, more than max_boxes=2"),
-    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([-1])}], 2, ValueError, "negative labels"),
-    ([{"boxes": torch.zeros(1, 5), "labels": torch.tensor([1])}], 2, ValueError, "must be [G, 4]"),
-    ([{"boxes": torch.zeros(2, 4), "labels": torch.tensor([1])}], 2, ValueError, "must be [2] (one per box)"),
-    ([{"boxes": torch.zeros(1, 4)}], 2, ValueError, "with 'boxes' and 'labels'"),
-    ([], 2, ValueError, "non-empty list"),
-    ({"boxes": torch.zeros(1, 4), "labels": torch.tensor([1])}, 2, ValueError, "non-empty list"),
-    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1])}], 0, ValueError, "max_boxes must be >= 1, got 0"),
-    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1])}], 2.0, TypeError, "max_boxes must be an int"),
-    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "masks": torch.zeros(1, 8, 8)},
-      {"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "masks": torch.zeros(1, 8, 9)}], 2, ValueError,
-     "targets[1]['masks'] must be [1, 8, 8]"),
-])
-def test_pad_targets_errors(targets, max_boxes, error, message):
-    with pytest.raises(error) as info:
-        detection().pad_targets(targets, max_boxes)
-    assert str(info.value).startswith(PAD) and message in str(info.value), str(info.value)
 
 
 MAKE = "syncfree.detection.make_static: "
@@ -360,24 +214,6 @@ def test_one_switch_sets_both_models_modes(tv):
     assert all(torch.isfinite(v) for v in losses.values())
     static.backbone.eval()  # freezing a part on purpose stays allowed
     assert static(images, detection().pad_targets(targets, G)).keys() == losses.keys()
-
-
-def test_box_coding_equals_torchvision(tv):
-    from torchvision.models.detection._utils import BoxCoder
-
-    from syncfree.detection.boxes import decode, encode
-
-    gen = torch.Generator().manual_seed(4)
-    proposals = torch.rand(500, 4, generator=gen) * 60
-    proposals[:, 2:] += proposals[:, :2] + 1
-    reference = torch.rand(500, 4, generator=gen) * 60
-    reference[:, 2:] += reference[:, :2] + 1
-    for weights in [(1.0, 1.0, 1.0, 1.0), (10.0, 10.0, 5.0, 5.0), (0.3, 1 / 3, 2.7, 1e-3)]:
-        coder = BoxCoder(weights)
-        codes = coder.encode_single(reference, proposals)
-        assert torch.equal(encode(coder, reference, proposals), codes)
-        codes = torch.cat([codes, torch.randn(500, 8, generator=gen) * 3], dim=1)  # 3 classes, large deltas
-        assert torch.equal(decode(coder, codes, proposals), coder.decode_single(codes, proposals))
 
 
 DATA_DEPENDENT = {"nonzero", "_local_scalar_dense", "masked_select", "unique", "_unique2", "nonzero_static",

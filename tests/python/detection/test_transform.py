@@ -9,8 +9,8 @@ import copy
 import pytest
 import torch
 
-from helpers.detection import (assert_detections_equal, assert_losses_equal, box_masks, take_everything,
-                               tiny_model, torchvision_or_skip)
+from helpers.detection import (H, W, assert_detections_equal, assert_losses_equal, box_masks, make_batch,
+                               take_everything, tiny_model, torchvision_or_skip)
 
 G = 6
 # Sizes that torchvision's transform (min_size 128, max_size 256) keeps as
@@ -135,25 +135,6 @@ def test_detections_equal_torchvision_on_images_of_different_sizes(tv, kind):
         assert (g["boxes"][:, 0::2] <= w).all() and (g["boxes"][:, 1::2] <= h).all()
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16, torch.float64])
-def test_clip_boxes_equals_torchvision_per_image(tv, dtype):
-    """Each image's boxes clipped to its own size as clip_boxes_to_image clips
-    them, bound rounding in low precision, NaN and infinities included."""
-    from torchvision.ops.boxes import clip_boxes_to_image
-
-    from syncfree.detection.boxes import clip_boxes
-
-    gen = torch.Generator().manual_seed(5)
-    boxes = (torch.rand(3, 7, 2, 4, generator=gen) * 1500 - 100).to(dtype)  # beyond 1067 and 1333
-    boxes[0, 0, 0] = torch.tensor([float("nan"), float("inf"), -float("inf"), 50.0])
-    sizes = torch.tensor([[128, 200], [1067, 128], [160, 1333]])
-    got = clip_boxes(boxes, (0, 0), sizes)
-    for i in range(3):
-        ref = clip_boxes_to_image(boxes[i], tuple(sizes[i].tolist()))
-        torch.testing.assert_close(got[i], ref, rtol=0, atol=0, equal_nan=True)
-    assert not torch.equal(got[1], clip_boxes(boxes, (160, 1333), None)[1])  # the sizes are used
-
-
 def test_postprocess_maps_boxes_to_the_original_sizes_as_torchvision(tv):
     from torchvision.models.detection.transform import resize_boxes
 
@@ -239,3 +220,49 @@ def test_image_sizes_errors(tv):
         static(images, image_sizes=torch.tensor([[128.0, 128.0]] * 2))
     with pytest.raises(TypeError, match="^" + MODEL + "image_sizes must be"):
         static(images, image_sizes=[(128, 128)] * 2)
+
+
+def test_pad_targets_and_to_torchvision(tv):
+    _, targets = make_batch(5, [2, 0, 4], masks=True)
+    padded = detection().pad_targets(targets, 4)
+    assert padded["boxes"].shape == (3, 4, 4) and padded["labels"].dtype == torch.int64
+    assert padded["masks"].shape == (3, 4, H, W) and padded["masks"].dtype == torch.uint8
+    for i, t in enumerate(targets):
+        n = len(t["labels"])
+        assert torch.equal(padded["boxes"][i, :n], t["boxes"])
+        assert torch.equal(padded["labels"][i, :n], t["labels"])
+        assert torch.equal(padded["masks"][i, :n], t["masks"])
+        assert (padded["labels"][i, n:] == -1).all() and not padded["boxes"][i, n:].any()
+    without_masks = detection().pad_targets([{k: v for k, v in t.items() if k != "masks"} for t in targets], 5)
+    assert set(without_masks) == {"boxes", "labels"}
+    # to_torchvision keeps the valid slots, in order.
+    output = {"boxes": padded["boxes"], "labels": padded["labels"], "scores": padded["labels"].float(),
+              "valid": padded["labels"] >= 0}
+    back = detection().to_torchvision(output)
+    for t, b in zip(targets, back):
+        assert set(b) == {"boxes", "labels", "scores"}
+        assert torch.equal(b["boxes"], t["boxes"]) and torch.equal(b["labels"], t["labels"])
+
+
+PAD = "syncfree.detection.pad_targets: "
+
+
+@pytest.mark.parametrize("targets, max_boxes, error, message", [
+    ([{"boxes": torch.zeros(3, 4), "labels": torch.ones(3, dtype=torch.int64)}], 2, ValueError,
+     "targets[0] has 3 boxes, more than max_boxes=2"),
+    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([-1])}], 2, ValueError, "negative labels"),
+    ([{"boxes": torch.zeros(1, 5), "labels": torch.tensor([1])}], 2, ValueError, "must be [G, 4]"),
+    ([{"boxes": torch.zeros(2, 4), "labels": torch.tensor([1])}], 2, ValueError, "must be [2] (one per box)"),
+    ([{"boxes": torch.zeros(1, 4)}], 2, ValueError, "with 'boxes' and 'labels'"),
+    ([], 2, ValueError, "non-empty list"),
+    ({"boxes": torch.zeros(1, 4), "labels": torch.tensor([1])}, 2, ValueError, "non-empty list"),
+    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1])}], 0, ValueError, "max_boxes must be >= 1, got 0"),
+    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1])}], 2.0, TypeError, "max_boxes must be an int"),
+    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "masks": torch.zeros(1, 8, 8)},
+      {"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "masks": torch.zeros(1, 8, 9)}], 2, ValueError,
+     "targets[1]['masks'] must be [1, 8, 8]"),
+])
+def test_pad_targets_errors(targets, max_boxes, error, message):
+    with pytest.raises(error) as info:
+        detection().pad_targets(targets, max_boxes)
+    assert str(info.value).startswith(PAD) and message in str(info.value), str(info.value)
