@@ -47,6 +47,7 @@ expect = {
     "License-Expression or License": "License-Expression: BSD-3-Clause" in meta or "License: BSD-3-Clause" in meta,
     "platform tag (not any)": not wheel.endswith("-any.whl"),
     "compat subpackage": "syncfree/compat/torchvision.py" in names,
+    "detection subpackage": "syncfree/detection/generalized_rcnn.py" in names,
 }
 missing = [k for k, ok in expect.items() if not ok]
 if missing:

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from helpers.detection import (H, W, assert_detections_equal, assert_losses_equal, box_masks, make_batch,
-                               take_everything, tiny_model, torchvision_or_skip)
+                               resizing_model, take_everything, torchvision_or_skip)
 
 G = 6
 # Sizes that torchvision's transform (min_size 128, max_size 256) keeps as
@@ -29,13 +29,6 @@ def detection():
     import syncfree.detection
 
     return syncfree.detection
-
-
-def model_of(kind):
-    model = tiny_model(kind)
-    model.transform.min_size = (128,)
-    model.transform.max_size = 256
-    return model
 
 
 def dataset(seed, sizes, counts, masks=False, num_classes=4):
@@ -90,7 +83,7 @@ def test_collate_resizes_and_pads_like_torchvisions_transform(tv):
 
 
 def test_collate_from_model_reads_the_models_settings(tv):
-    model = model_of("faster")
+    model = resizing_model("faster")
     collate = detection().StaticCollate.from_model(model, CANVAS, G)
     assert (collate.min_size, collate.max_size, collate.num_classes) == (128, 256, 4)
     assert "canvas=(160, 224)" in repr(collate)
@@ -98,7 +91,7 @@ def test_collate_from_model_reads_the_models_settings(tv):
 
 @pytest.mark.parametrize("kind", ["faster", "mask"])
 def test_training_losses_equal_torchvision_on_images_of_different_sizes(tv, kind):
-    model = model_of(kind)
+    model = resizing_model(kind)
     items = dataset(1, SIZES, [3, 5, 0], masks=kind == "mask")
     batch = detection().StaticCollate.from_model(model, CANVAS, G)(items)
     static = detection().make_static(model, CANVAS, G).train()
@@ -117,7 +110,7 @@ def test_training_losses_equal_torchvision_on_images_of_different_sizes(tv, kind
 
 @pytest.mark.parametrize("kind", ["faster", "mask"])
 def test_detections_equal_torchvision_on_images_of_different_sizes(tv, kind):
-    model = model_of(kind).eval()
+    model = resizing_model(kind).eval()
     items = dataset(2, SIZES, [0, 0, 0])
     batch = detection().StaticCollate.from_model(model, CANVAS, G)([image for image, _ in items])
     static = detection().make_static(model, CANVAS, G)
@@ -162,7 +155,7 @@ def test_image_sizes_compile_to_one_graph_for_batches_of_any_sizes(tv, fresh_dyn
     """Other sizes in the same canvas: the same graph, no recompilation."""
     from torch._dynamo.testing import CompileCounter
 
-    model = model_of("faster")
+    model = resizing_model("faster")
     static = detection().make_static(model, CANVAS, G).train()
     collate = detection().StaticCollate.from_model(model, CANVAS, G)
     counter = CompileCounter()
@@ -201,7 +194,7 @@ def test_collate_errors_name_the_image(tv):
     del mixed[1][1]["masks"]
     with pytest.raises(ValueError, match="^" + COLLATE + "image 1's target has no masks, image 0's has$"):
         collate(mixed)
-    model = model_of("faster")
+    model = resizing_model("faster")
     model.transform.fixed_size = (128, 128)
     with pytest.raises(ValueError, match="^" + COLLATE + "the model's transform resizes to a fixed size"):
         detection().StaticCollate.from_model(model, CANVAS, 2)
@@ -211,7 +204,7 @@ MODEL = "syncfree.detection.StaticRCNN: "
 
 
 def test_image_sizes_errors(tv):
-    model = model_of("faster").eval()
+    model = resizing_model("faster").eval()
     static = detection().make_static(model, CANVAS, G)
     images = torch.rand(2, 3, *CANVAS)
     with pytest.raises(ValueError, match="^" + MODEL + r"image_sizes must be a \[2, 2\] int64 tensor"):

@@ -62,6 +62,15 @@ def tiny_model(kind="faster", batch_norm_head=False, num_classes=4):
     raise ValueError(kind)
 
 
+def resizing_model(kind="faster"):
+    """``tiny_model(kind)`` whose transform resizes as torchvision's does on real
+    data: the shorter side to 128, the longer to at most 256."""
+    model = tiny_model(kind)
+    model.transform.min_size = (128,)
+    model.transform.max_size = 256
+    return model
+
+
 def named_model(name, num_classes=5, **kwargs):
     """One of torchvision's detection builders, untrained, resizing nothing at ``H x W``;
     ``kwargs`` go to the builder (the model's constructor)."""
