@@ -9,8 +9,9 @@ import copy
 import pytest
 import torch
 
-from helpers.detection import (H, W, assert_detections_equal, assert_losses_equal, box_masks, make_batch,
-                               resizing_model, take_everything, torchvision_or_skip)
+from helpers.detection import (H, W, assert_detections_equal, assert_losses_equal, make_batch, resizing_model,
+                               sized_batch, sized_training_losses, take_everything,
+                               torchvision_or_skip)
 
 G = 6
 # Sizes that torchvision's transform (min_size 128, max_size 256) keeps as
@@ -31,26 +32,6 @@ def detection():
     return syncfree.detection
 
 
-def dataset(seed, sizes, counts, masks=False, num_classes=4):
-    """(image, target) pairs of the given sizes, boxes inside each image; an
-    image's last box (of two or more) ends at its bottom-right corner, so
-    that RoIs reach the edge where the canvas pads the masks."""
-    gen = torch.Generator().manual_seed(seed)
-    items = []
-    for (h, w), n in zip(sizes, counts):
-        image = torch.rand(3, h, w, generator=gen)
-        xy = torch.rand(n, 2, generator=gen) * torch.tensor([w - 48.0, h - 48.0])
-        wh = torch.rand(n, 2, generator=gen) * 36 + 8
-        boxes = torch.cat([xy, xy + wh], 1)
-        if n >= 2:
-            boxes[-1] = torch.tensor([w - 40.0, h - 30.0, float(w), float(h)])
-        target = {"boxes": boxes, "labels": torch.randint(1, num_classes, (n,), generator=gen)}
-        if masks:
-            target["masks"] = box_masks(boxes, h, w)
-        items.append((image, target))
-    return items
-
-
 def test_collate_resizes_and_pads_like_torchvisions_transform(tv):
     """The canvas holds torchvision's resized image (its own function, its eval
     rule) in the top-left corner and zeros elsewhere; boxes scaled, masks
@@ -59,7 +40,7 @@ def test_collate_resizes_and_pads_like_torchvisions_transform(tv):
     from torchvision.models.detection.transform import GeneralizedRCNNTransform
 
     transform = GeneralizedRCNNTransform(128, 256, [0.0] * 3, [1.0] * 3).eval()
-    items = dataset(0, [(64, 100), (300, 200), (128, 128)], [2, 1, 3], masks=True)
+    items = sized_batch(0, [(64, 100), (300, 200), (128, 128)], [2, 1, 3], masks=True)
     collate = detection().StaticCollate(canvas=(256, 256), max_boxes=G, min_size=128, max_size=256)
     batch = collate(items)
     assert batch["images"].shape == (3, 3, 256, 256)
@@ -92,18 +73,13 @@ def test_collate_from_model_reads_the_models_settings(tv):
 @pytest.mark.parametrize("kind", ["faster", "mask"])
 def test_training_losses_equal_torchvision_on_images_of_different_sizes(tv, kind):
     model = resizing_model(kind)
-    items = dataset(1, SIZES, [3, 5, 0], masks=kind == "mask")
+    items = sized_batch(1, SIZES, [3, 5, 0], masks=kind == "mask")
     batch = detection().StaticCollate.from_model(model, CANVAS, G)(items)
     static = detection().make_static(model, CANVAS, G).train()
     take_everything(model, batch["images"], G)
-    model.train()
-    state = copy.deepcopy(model.state_dict())
-    ref = model([image for image, _ in items], copy.deepcopy([target for _, target in items]))
-    model.load_state_dict(state)
-    got = static(batch["images"], batch["targets"], image_sizes=batch["image_sizes"])
+    ref, got, _, _ = sized_training_losses(model, static, items, batch)
     assert_losses_equal(ref, got)
     # The sizes matter: the same batch as if every image filled the canvas differs.
-    model.load_state_dict(state)
     full = static(batch["images"], batch["targets"])
     assert any(abs(full[k].item() - ref[k].item()) > 1e-4 * abs(ref[k].item()) for k in ref)
 
@@ -111,7 +87,7 @@ def test_training_losses_equal_torchvision_on_images_of_different_sizes(tv, kind
 @pytest.mark.parametrize("kind", ["faster", "mask"])
 def test_detections_equal_torchvision_on_images_of_different_sizes(tv, kind):
     model = resizing_model(kind).eval()
-    items = dataset(2, SIZES, [0, 0, 0])
+    items = sized_batch(2, SIZES, [0, 0, 0])
     batch = detection().StaticCollate.from_model(model, CANVAS, G)([image for image, _ in items])
     static = detection().make_static(model, CANVAS, G)
     with torch.no_grad():
@@ -161,7 +137,7 @@ def test_image_sizes_compile_to_one_graph_for_batches_of_any_sizes(tv, fresh_dyn
     counter = CompileCounter()
     step = torch.compile(static, backend=counter, fullgraph=True)
     for seed, sizes in enumerate([SIZES, [(128, 128), (128, 224), (160, 160)]]):
-        batch = collate(dataset(seed, sizes, [2, 1, 3]))
+        batch = collate(sized_batch(seed, sizes, [2, 1, 3]))
         losses = step(batch["images"], batch["targets"], image_sizes=batch["image_sizes"])
         assert all(torch.isfinite(v) for v in losses.values())
     assert counter.frame_count == 1
@@ -172,12 +148,12 @@ COLLATE = "syncfree.detection.StaticCollate: "
 
 def test_collate_errors_name_the_image(tv):
     collate = detection().StaticCollate(canvas=CANVAS, max_boxes=2, min_size=128, max_size=256, num_classes=4)
-    items = dataset(4, SIZES, [1, 1, 1])
+    items = sized_batch(4, SIZES, [1, 1, 1])
     with pytest.raises(ValueError, match="^" + COLLATE + r"image 1 \(64x128\) is resized to 128x256, which "
                                          r"does not fit the canvas 160x224$"):
         collate([items[0], (torch.rand(3, 64, 128), None)])
     with pytest.raises(ValueError, match="^" + COLLATE + "image 2 has 3 boxes, more than max_boxes=2$"):
-        collate(items[:2] + dataset(5, [(128, 128)], [3]))
+        collate(items[:2] + sized_batch(5, [(128, 128)], [3]))
     bad = copy.deepcopy(items)
     bad[1][1]["labels"][0] = 4
     with pytest.raises(ValueError, match="^" + COLLATE + r"image 1, box 0: label 4 is outside \[1, 4\)"):
@@ -190,7 +166,7 @@ def test_collate_errors_name_the_image(tv):
         collate([items[0], (items[1][0], {"boxes": items[1][1]["boxes"]})])
     with pytest.raises(ValueError, match="^" + COLLATE + "canvas must be a pair"):
         detection().StaticCollate(canvas=(160,), max_boxes=2)
-    mixed = dataset(6, SIZES[:2], [1, 1], masks=True)
+    mixed = sized_batch(6, SIZES[:2], [1, 1], masks=True)
     del mixed[1][1]["masks"]
     with pytest.raises(ValueError, match="^" + COLLATE + "image 1's target has no masks, image 0's has$"):
         collate(mixed)

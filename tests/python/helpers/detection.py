@@ -116,6 +116,26 @@ def make_batch(seed, counts, masks=False, num_classes=4):
     return images, targets
 
 
+def sized_batch(seed, sizes, counts, masks=False, num_classes=4):
+    """(image, target) pairs of the given sizes, boxes inside each image; an
+    image's last box (of two or more) ends at its bottom-right corner, so
+    that RoIs reach the edge where the canvas pads the masks."""
+    gen = torch.Generator().manual_seed(seed)
+    items = []
+    for (h, w), n in zip(sizes, counts):
+        image = torch.rand(3, h, w, generator=gen)
+        xy = torch.rand(n, 2, generator=gen) * torch.tensor([w - 48.0, h - 48.0])
+        wh = torch.rand(n, 2, generator=gen) * 36 + 8
+        boxes = torch.cat([xy, xy + wh], 1)
+        if n >= 2:
+            boxes[-1] = torch.tensor([w - 40.0, h - 30.0, float(w), float(h)])
+        target = {"boxes": boxes, "labels": torch.randint(1, num_classes, (n,), generator=gen)}
+        if masks:
+            target["masks"] = box_masks(boxes, h, w)
+        items.append((image, target))
+    return items
+
+
 def box_masks(boxes, height, width):
     """``[G, height, width]`` uint8 masks: each box's rounded rectangle."""
     m = torch.zeros(boxes.shape[0], height, width, dtype=torch.uint8)
@@ -164,6 +184,21 @@ def training_losses(model, static, images, targets, max_boxes):
     ref_state = copy.deepcopy(model.state_dict())
     model.load_state_dict(state)
     got = static(images, pad_targets(targets, max_boxes))
+    got_state = copy.deepcopy(model.state_dict())
+    model.load_state_dict(state)
+    return ref, got, ref_state, got_state
+
+
+def sized_training_losses(model, static, items, batch):
+    """``training_losses`` for images of different sizes: torchvision's step on
+    the (image, target) pairs ``items``, the static one on their collated
+    ``batch`` (StaticCollate) with its image sizes."""
+    model.train()
+    state = copy.deepcopy(model.state_dict())
+    ref = model([image for image, _ in items], copy.deepcopy([target for _, target in items]))
+    ref_state = copy.deepcopy(model.state_dict())
+    model.load_state_dict(state)
+    got = static(batch["images"], batch["targets"], image_sizes=batch["image_sizes"])
     got_state = copy.deepcopy(model.state_dict())
     model.load_state_dict(state)
     return ref, got, ref_state, got_state
