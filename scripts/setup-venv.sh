@@ -40,9 +40,10 @@ pip() {  # pip's exit status, without the index's "Location ... is ignored" nois
 # and certificates pip is configured with are passed on (the versions asked
 # for here are exact, so pip's constraint files have nothing to add). pip
 # (without byte-compiling: Python compiles what it imports) where uv cannot
-# be installed.
+# be installed (one short try: an index that cannot be reached is not waited
+# for).
 # shellcheck disable=SC2086
-if pip install -q uv && [ -x "$venv/bin/uv" ]; then
+if pip install -q --retries 1 --timeout 15 uv && [ -x "$venv/bin/uv" ]; then
   uv_args=(--python "$venv/bin/python" --index-strategy unsafe-best-match)
   while IFS= read -r line; do
     key=${line%%=*} value=${line#*=}
