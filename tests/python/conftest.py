@@ -33,6 +33,15 @@ def device(request):
     return request.param
 
 
+@pytest.fixture(scope="session")
+def tv():
+    """torchvision, or the test skips (fails on a leg that pairs torchvision:
+    helpers.checks.torchvision_or_skip)."""
+    from helpers.checks import torchvision_or_skip
+
+    return torchvision_or_skip()
+
+
 @pytest.fixture
 def fresh_dynamo():
     """dynamo reset before and after the test, its counters cleared: every

@@ -3,14 +3,6 @@ and decode, clipping to each image's size."""
 import pytest
 import torch
 
-from helpers.checks import torchvision_or_skip
-
-
-@pytest.fixture(scope="module")
-def tv():
-    return torchvision_or_skip()
-
-
 
 def test_box_iou_equals_torchvision(tv):
     from torchvision.ops import box_iou

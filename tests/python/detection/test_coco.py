@@ -15,7 +15,7 @@ import os
 import pytest
 import torch
 
-from helpers.detection import resizing_model, torchvision_or_skip
+from helpers.detection import resizing_model
 
 # Sizes torchvision's transform (shorter side 128, longer at most 256) keeps as
 # they are: both models see the same pixels. Its padded batch: 160 x 224.
@@ -25,8 +25,7 @@ CATEGORIES = [1, 2, 3]
 
 
 @pytest.fixture(scope="module")
-def tv():
-    torchvision_or_skip()
+def pycocotools(tv):
     if os.environ.get("SYNCFREE_EXPECT_TORCHVISION") == "1":  # a CI leg: requirements/dev.txt has it
         import pycocotools  # noqa: F401
     else:
@@ -93,7 +92,7 @@ def evaluate(coco, results):
     return [float(v) for v in evaluation.stats]
 
 
-def test_coco_bbox_metrics_equal_torchvisions(tv, tmp_path):
+def test_coco_bbox_metrics_equal_torchvisions(pycocotools, tmp_path):
     from torchvision.datasets import CocoDetection
     from torchvision.transforms.functional import pil_to_tensor
 

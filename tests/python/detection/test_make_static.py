@@ -10,21 +10,15 @@ import pytest
 import torch
 from torch import nn
 
+import syncfree.detection as sf_det
 from helpers.detection import (H, W, assert_detections_equal, assert_losses_equal, make_batch, take_everything,
-                               tiny_model, torchvision_or_skip, training_losses)
+                               tiny_model, training_losses)
 
 G = 6
 
 
-@pytest.fixture(scope="module")
-def tv():
-    return torchvision_or_skip()
 
 
-def detection():
-    import syncfree.detection
-
-    return syncfree.detection
 
 
 # ---- the whole step against torchvision
@@ -34,7 +28,7 @@ def detection():
 @pytest.mark.parametrize("kind, batch_norm_head", [("faster", False), ("faster", True), ("mask", False)])
 def test_training_losses_equal_torchvision_with_deterministic_sampling(tv, kind, batch_norm_head, autocast):
     model = tiny_model(kind, batch_norm_head)
-    static = detection().make_static(model, (H, W), G)
+    static = sf_det.make_static(model, (H, W), G)
     images, targets = make_batch(1, [3, 5, 0], masks=kind == "mask")
     take_everything(model, images, G)
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
@@ -52,22 +46,22 @@ def test_padding_is_ignored(tv):
     take_everything(model, images, 11)  # the RoI batch takes every proposal for both paddings
     losses = []
     for g in (6, 11):
-        static = detection().make_static(model, (H, W), g).train()
-        losses.append(static(images, detection().pad_targets(targets, g)))
+        static = sf_det.make_static(model, (H, W), g).train()
+        losses.append(static(images, sf_det.pad_targets(targets, g)))
     assert_losses_equal(losses[0], losses[1])
 
 
 @pytest.mark.parametrize("kind", ["faster", "mask"])
 def test_detections_equal_torchvision(tv, kind):
     model = tiny_model(kind).eval()
-    static = detection().make_static(model, (H, W), G)
+    static = sf_det.make_static(model, (H, W), G)
     images, _ = make_batch(3, [0, 0, 0])
     with torch.no_grad():
         ref = model(list(images))
         out = static(images)
     assert out["boxes"].shape == (3, 30, 4) and out["valid"].shape == (3, 30)
     assert all(len(r["scores"]) > 0 for r in ref)  # the comparison compares something
-    assert_detections_equal(ref, detection().to_torchvision(out))
+    assert_detections_equal(ref, sf_det.to_torchvision(out))
     # Invalid slots are zeros; valid ones come first, by score.
     valid = out["valid"]
     assert torch.equal(valid, valid.sort(dim=1, descending=True, stable=True).values)
@@ -92,9 +86,9 @@ def test_normal_sampling_obeys_the_quotas(tv, monkeypatch):
     model = tiny_model("mask")
     model.rpn.fg_bg_sampler.batch_size_per_image = 64
     model.roi_heads.fg_bg_sampler.batch_size_per_image = 32
-    static = detection().make_static(model, (H, W), G).train()
+    static = sf_det.make_static(model, (H, W), G).train()
     images, targets = make_batch(4, [5, 1, 0], masks=True)
-    padded = detection().pad_targets(targets, G)
+    padded = sf_det.pad_targets(targets, G)
     losses = static(images, padded)
     assert all(torch.isfinite(v) for v in losses.values())
     assert len(calls) == 2  # the RPN, then the RoI heads
@@ -122,11 +116,11 @@ def test_the_compat_module_re_exports_the_static_detector(tv):
     import syncfree.compat.torchvision as sf_tv
 
     for name in ("make_static", "pad_targets", "to_torchvision", "StaticRCNN"):
-        assert getattr(sf_tv, name) is getattr(detection(), name)
-        assert name in sf_tv.__all__ and name in detection().__all__
+        assert getattr(sf_tv, name) is getattr(sf_det, name)
+        assert name in sf_tv.__all__ and name in sf_det.__all__
     from syncfree.compat import _static_rcnn  # the former module: models saved whole still load
 
-    assert _static_rcnn.StaticRCNN is detection().StaticRCNN
+    assert _static_rcnn.StaticRCNN is sf_det.StaticRCNN
 
 
 # ---- the model object
@@ -134,7 +128,7 @@ def test_the_compat_module_re_exports_the_static_detector(tv):
 
 def test_shares_the_modules_and_state_dict(tv):
     model = tiny_model("mask")
-    static = detection().make_static(model, (H, W), G)
+    static = sf_det.make_static(model, (H, W), G)
     ref, got = model.state_dict(), static.state_dict()
     assert list(ref) == list(got)
     assert all(got[k].data_ptr() == ref[k].data_ptr() for k in ref)
@@ -167,21 +161,21 @@ def test_make_static_errors(tv):
     ]
     for args, error, message in cases:
         with pytest.raises(error) as info:
-            detection().make_static(*args)
+            sf_det.make_static(*args)
         assert str(info.value).startswith(message), str(info.value)
 
 
 def test_static_model_input_errors(tv):
-    static = detection().make_static(tiny_model("mask"), (H, W), G).train()
+    static = sf_det.make_static(tiny_model("mask"), (H, W), G).train()
     images, targets = make_batch(6, [1, 2], masks=True)
-    padded = detection().pad_targets(targets, G)
+    padded = sf_det.pad_targets(targets, G)
     cases = [
         ((list(images), padded), TypeError, "images must be a [B, 3, 128, 128] tensor"),
         ((images[:, :, :64], padded), ValueError, "images must be [B, 3, 128, 128]"),
         ((images.to(torch.uint8), padded), TypeError, "images must be floating point"),
         ((images, None), ValueError, "training needs targets"),
         ((images, targets), TypeError, "targets must be a dict of padded tensors"),
-        ((images, detection().pad_targets(targets, G + 1)), ValueError, "targets['boxes'] must be [2, 6, 4]"),
+        ((images, sf_det.pad_targets(targets, G + 1)), ValueError, "targets['boxes'] must be [2, 6, 4]"),
         ((images, {k: v for k, v in padded.items() if k != "masks"}), ValueError, "targets has no 'masks'"),
         ((images.double(), padded), TypeError, "images are torch.float64 but the model's parameters are "
                                                "torch.float32"),
@@ -197,7 +191,7 @@ def test_one_switch_sets_both_models_modes(tv):
     switching the torchvision model afterwards is an error at the static
     model's next forward, not a silent mix of modes."""
     model = tiny_model("faster").train()
-    static = detection().make_static(model, (H, W), G)
+    static = sf_det.make_static(model, (H, W), G)
     images, targets = make_batch(7, [1, 2])
     static.eval()
     assert not model.training and not static.training
@@ -210,10 +204,10 @@ def test_one_switch_sets_both_models_modes(tv):
         static(images)
     static.train()
     assert model.training
-    losses = static(images, detection().pad_targets(targets, G))
+    losses = static(images, sf_det.pad_targets(targets, G))
     assert all(torch.isfinite(v) for v in losses.values())
     static.backbone.eval()  # freezing a part on purpose stays allowed
-    assert static(images, detection().pad_targets(targets, G)).keys() == losses.keys()
+    assert static(images, sf_det.pad_targets(targets, G)).keys() == losses.keys()
 
 
 DATA_DEPENDENT = {"nonzero", "_local_scalar_dense", "masked_select", "unique", "_unique2", "nonzero_static",
@@ -240,9 +234,9 @@ def test_step_has_no_data_dependent_operator(tv, kind):
             return func(*args, **(kwargs or {}))
 
     model = tiny_model(kind, batch_norm_head=kind == "faster")
-    static = detection().make_static(model, (H, W), G).train()
+    static = sf_det.make_static(model, (H, W), G).train()
     images, targets = make_batch(7, [2, 0], masks=kind == "mask")
-    padded = detection().pad_targets(targets, G)
+    padded = sf_det.pad_targets(targets, G)
     with Record() as record:
         sum(static(images, padded).values()).backward()
         static.eval()
@@ -261,7 +255,7 @@ def test_batch_norm_in_heads_follows_its_mode(tv):
     """A head's batch norm frozen with ``.eval()`` inside a training model uses its
     running statistics (torchvision's result); SyncBatchNorm in a head is refused."""
     model = tiny_model("faster", batch_norm_head=True)
-    static = detection().make_static(model, (H, W), G)
+    static = sf_det.make_static(model, (H, W), G)
     images, targets = make_batch(8, [2, 3], masks=False)
     take_everything(model, images, G)
     model.train()
@@ -272,7 +266,7 @@ def test_batch_norm_in_heads_follows_its_mode(tv):
                 m.running_mean.uniform_(-0.1, 0.1)
                 m.running_var.uniform_(0.5, 2)
     ref = model(list(images), copy.deepcopy(targets))
-    got = static(images, detection().pad_targets(targets, G))
+    got = static(images, sf_det.pad_targets(targets, G))
     assert_losses_equal(ref, got)
     for m in model.roi_heads.box_head.modules():
         if isinstance(m, nn.BatchNorm2d):
@@ -281,4 +275,4 @@ def test_batch_norm_in_heads_follows_its_mode(tv):
     model.roi_heads.box_head = sync
     with pytest.raises(NotImplementedError, match="^syncfree.detection.StaticRCNN: the box head has "
                                                   "SyncBatchNorm"):
-        static(images, detection().pad_targets(targets, G))
+        static(images, sf_det.pad_targets(targets, G))

@@ -3,14 +3,6 @@ ground truth (the sampler's quotas inside the model: test_make_static.py)."""
 import pytest
 import torch
 
-from helpers.checks import torchvision_or_skip
-
-
-@pytest.fixture(scope="module")
-def tv():
-    return torchvision_or_skip()
-
-
 
 @pytest.mark.parametrize("allow_low_quality", [False, True])
 def test_matcher_equals_torchvision_with_padded_ground_truth(tv, allow_low_quality):

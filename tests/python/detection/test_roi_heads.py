@@ -2,17 +2,8 @@
 pasting, batch norm over the valid RoIs."""
 import copy
 
-import pytest
 import torch
 from torch import nn
-
-from helpers.checks import torchvision_or_skip
-
-
-@pytest.fixture(scope="module")
-def tv():
-    return torchvision_or_skip()
-
 
 
 def test_paste_masks_equals_torchvision(tv):

@@ -11,6 +11,7 @@ import torch
 import torch._dynamo
 import torch._dynamo.testing
 
+import syncfree.detection as sf_det
 from helpers.detection import (H, W, assert_detections_equal, assert_losses_equal, calibrate_batch_norm,
                                make_batch, named_model, sized_batch, sized_training_losses, take_everything)
 
@@ -21,10 +22,6 @@ MODELS = ["fasterrcnn_resnet50_fpn", "fasterrcnn_resnet50_fpn_v2", "fasterrcnn_m
 G = 6
 
 
-def detection():
-    import syncfree.detection
-
-    return syncfree.detection
 
 
 @pytest.fixture(autouse=True)
@@ -61,9 +58,9 @@ def sized(model):
 @pytest.mark.parametrize("name", MODELS)
 def test_training_losses_equal_torchvision(name):
     model = sized(named_model(name, rpn_post_nms_top_n_train=LOSS_TEST_POST_NMS))
-    static = detection().make_static(model, CANVAS, G)
+    static = sf_det.make_static(model, CANVAS, G)
     items = sized_batch(1, SIZES, [3, 5], masks="mask" in name)
-    batch = detection().StaticCollate.from_model(model, CANVAS, G)(items)
+    batch = sf_det.StaticCollate.from_model(model, CANVAS, G)(items)
     take_everything(model, batch["images"], G)
     ref, got, ref_state, got_state = sized_training_losses(model, static, items, batch)
     assert_losses_equal(ref, got)
@@ -75,15 +72,15 @@ def test_training_losses_equal_torchvision(name):
 def test_detections_equal_torchvision(name):
     images = [image for image, _ in sized_batch(2, SIZES, [0, 0])]
     model = sized(named_model(name))
-    batch = detection().StaticCollate.from_model(model, CANVAS, G)(images)
+    batch = sf_det.StaticCollate.from_model(model, CANVAS, G)(images)
     model = calibrate_batch_norm(model, batch["images"]).eval()
-    static = detection().make_static(model, CANVAS, G)
+    static = sf_det.make_static(model, CANVAS, G)
     with torch.no_grad():
         ref = model(images)
         out = static(batch["images"], image_sizes=batch["image_sizes"])
     for r in ref:  # something to compare, with few ties (which torchvision may break otherwise)
         assert 0 < len(r["scores"]) and r["scores"].unique().numel() > 0.9 * len(r["scores"])
-    got = detection().to_torchvision(out)
+    got = sf_det.to_torchvision(out)
     if "mask" in name:  # pasted into the canvas: each image's part of it
         for g, (h, w) in zip(got, SIZES):
             g["masks"] = g["masks"][..., :h, :w]
@@ -127,7 +124,7 @@ def test_training_step_is_one_graph_without_recompiling(name):
     bench/detection_bench.py (minutes per model on 2 cores)."""
     needs_autograd_tracing()
     model = named_model(name)
-    static = detection().make_static(model, (H, W), G).train()
+    static = sf_det.make_static(model, (H, W), G).train()
     counter = torch._dynamo.testing.CompileCounterWithBackend("eager")
     step = torch.compile(sgd_step(static, lr=1e-3), backend=counter, fullgraph=True)
     before = [p.detach().clone() for p in static.parameters()]
@@ -136,7 +133,7 @@ def test_training_step_is_one_graph_without_recompiling(name):
         for i, counts in enumerate([[3, 5], [6, 1], [0, 2]]):  # padding changes, shapes do not
             images, targets = make_batch(10 + i, counts, masks="mask" in name)
             with torch._dynamo.config.patch(error_on_recompile=i > 0):
-                results.append(step(images, detection().pad_targets(targets, G)))
+                results.append(step(images, sf_det.pad_targets(targets, G)))
     assert counter.frame_count == 1
     keys = {"loss_classifier", "loss_box_reg", "loss_objectness", "loss_rpn_box_reg"}
     for loss, losses in results:
@@ -149,7 +146,7 @@ def test_training_step_is_one_graph_without_recompiling(name):
 @pytest.mark.parametrize("name", MODELS)
 def test_eval_model_exports(name):
     model = named_model(name).eval()
-    static = detection().make_static(model, (H, W), G).eval()
+    static = sf_det.make_static(model, (H, W), G).eval()
     images, _ = make_batch(3, [0, 0])
     program = torch.export.export(static, (images,))
     with torch.no_grad():
@@ -169,9 +166,9 @@ def test_explain_counts_no_graph_break_in_the_static_step():
     needs_autograd_tracing()
     name = "fasterrcnn_mobilenet_v3_large_fpn"
     model = named_model(name).train()
-    static = detection().make_static(model, (H, W), G).train()
+    static = sf_det.make_static(model, (H, W), G).train()
     images, targets = make_batch(4, [3, 2])
-    padded = detection().pad_targets(targets, G)
+    padded = sf_det.pad_targets(targets, G)
 
     def static_step(images, targets):
         loss = sum(static(images, targets).values())

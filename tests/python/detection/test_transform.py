@@ -9,9 +9,9 @@ import copy
 import pytest
 import torch
 
+import syncfree.detection as sf_det
 from helpers.detection import (H, W, assert_detections_equal, assert_losses_equal, make_batch, resizing_model,
-                               sized_batch, sized_training_losses, take_everything,
-                               torchvision_or_skip)
+                               sized_batch, sized_training_losses, take_everything)
 
 G = 6
 # Sizes that torchvision's transform (min_size 128, max_size 256) keeps as
@@ -21,15 +21,8 @@ SIZES = [(128, 200), (160, 128), (128, 128)]
 CANVAS = (160, 224)
 
 
-@pytest.fixture(scope="module")
-def tv():
-    return torchvision_or_skip()
 
 
-def detection():
-    import syncfree.detection
-
-    return syncfree.detection
 
 
 def test_collate_resizes_and_pads_like_torchvisions_transform(tv):
@@ -41,7 +34,7 @@ def test_collate_resizes_and_pads_like_torchvisions_transform(tv):
 
     transform = GeneralizedRCNNTransform(128, 256, [0.0] * 3, [1.0] * 3).eval()
     items = sized_batch(0, [(64, 100), (300, 200), (128, 128)], [2, 1, 3], masks=True)
-    collate = detection().StaticCollate(canvas=(256, 256), max_boxes=G, min_size=128, max_size=256)
+    collate = sf_det.StaticCollate(canvas=(256, 256), max_boxes=G, min_size=128, max_size=256)
     batch = collate(items)
     assert batch["images"].shape == (3, 3, 256, 256)
     assert batch["image_sizes"].tolist() == [[128, 200], [192, 128], [128, 128]]
@@ -65,7 +58,7 @@ def test_collate_resizes_and_pads_like_torchvisions_transform(tv):
 
 def test_collate_from_model_reads_the_models_settings(tv):
     model = resizing_model("faster")
-    collate = detection().StaticCollate.from_model(model, CANVAS, G)
+    collate = sf_det.StaticCollate.from_model(model, CANVAS, G)
     assert (collate.min_size, collate.max_size, collate.num_classes) == (128, 256, 4)
     assert "canvas=(160, 224)" in repr(collate)
 
@@ -74,8 +67,8 @@ def test_collate_from_model_reads_the_models_settings(tv):
 def test_training_losses_equal_torchvision_on_images_of_different_sizes(tv, kind):
     model = resizing_model(kind)
     items = sized_batch(1, SIZES, [3, 5, 0], masks=kind == "mask")
-    batch = detection().StaticCollate.from_model(model, CANVAS, G)(items)
-    static = detection().make_static(model, CANVAS, G).train()
+    batch = sf_det.StaticCollate.from_model(model, CANVAS, G)(items)
+    static = sf_det.make_static(model, CANVAS, G).train()
     take_everything(model, batch["images"], G)
     ref, got, _, _ = sized_training_losses(model, static, items, batch)
     assert_losses_equal(ref, got)
@@ -88,13 +81,13 @@ def test_training_losses_equal_torchvision_on_images_of_different_sizes(tv, kind
 def test_detections_equal_torchvision_on_images_of_different_sizes(tv, kind):
     model = resizing_model(kind).eval()
     items = sized_batch(2, SIZES, [0, 0, 0])
-    batch = detection().StaticCollate.from_model(model, CANVAS, G)([image for image, _ in items])
-    static = detection().make_static(model, CANVAS, G)
+    batch = sf_det.StaticCollate.from_model(model, CANVAS, G)([image for image, _ in items])
+    static = sf_det.make_static(model, CANVAS, G)
     with torch.no_grad():
         ref = model([image for image, _ in items])
         out = static(batch["images"], image_sizes=batch["image_sizes"])
     assert all(len(r["scores"]) > 0 for r in ref)  # the comparison compares something
-    got = detection().to_torchvision(out)
+    got = sf_det.to_torchvision(out)
     if kind == "mask":  # pasted into the canvas: each image's part of it, zeros beyond
         for g, (h, w) in zip(got, SIZES):
             assert not g["masks"][..., h:, :].any() and not g["masks"][..., :, w:].any()
@@ -112,19 +105,19 @@ def test_postprocess_maps_boxes_to_the_original_sizes_as_torchvision(tv):
     image_sizes = torch.tensor([[128, 200], [192, 128]])
     originals = torch.tensor([[64, 100], [300, 200]])
     out = {"boxes": boxes, "scores": torch.rand(2, 5, generator=gen), "valid": torch.ones(2, 5, dtype=torch.bool)}
-    got = detection().postprocess(out, image_sizes, originals)
+    got = sf_det.postprocess(out, image_sizes, originals)
     for i in range(2):
         ref = resize_boxes(boxes[i], image_sizes[i].tolist(), originals[i].tolist())
         assert torch.equal(got["boxes"][i], ref)
     assert got["scores"] is out["scores"] and got["valid"] is out["valid"]
     for dtype in (torch.bfloat16, torch.float16):  # the ratio rounded to the boxes' dtype, as torchvision's
-        low = detection().postprocess(dict(out, boxes=boxes.to(dtype)), image_sizes, originals)["boxes"]
+        low = sf_det.postprocess(dict(out, boxes=boxes.to(dtype)), image_sizes, originals)["boxes"]
         assert low.dtype == dtype
         for i in range(2):
             ref = resize_boxes(boxes[i].to(dtype), image_sizes[i].tolist(), originals[i].tolist())
             assert torch.equal(low[i], ref)
     with pytest.raises(NotImplementedError, match="^syncfree.detection.postprocess: masks at the original"):
-        detection().postprocess(dict(out, masks=torch.zeros(2, 5, 1, 8, 8)), image_sizes, originals)
+        sf_det.postprocess(dict(out, masks=torch.zeros(2, 5, 1, 8, 8)), image_sizes, originals)
 
 
 def test_image_sizes_compile_to_one_graph_for_batches_of_any_sizes(tv, fresh_dynamo):
@@ -132,8 +125,8 @@ def test_image_sizes_compile_to_one_graph_for_batches_of_any_sizes(tv, fresh_dyn
     from torch._dynamo.testing import CompileCounter
 
     model = resizing_model("faster")
-    static = detection().make_static(model, CANVAS, G).train()
-    collate = detection().StaticCollate.from_model(model, CANVAS, G)
+    static = sf_det.make_static(model, CANVAS, G).train()
+    collate = sf_det.StaticCollate.from_model(model, CANVAS, G)
     counter = CompileCounter()
     step = torch.compile(static, backend=counter, fullgraph=True)
     for seed, sizes in enumerate([SIZES, [(128, 128), (128, 224), (160, 160)]]):
@@ -147,7 +140,7 @@ COLLATE = "syncfree.detection.StaticCollate: "
 
 
 def test_collate_errors_name_the_image(tv):
-    collate = detection().StaticCollate(canvas=CANVAS, max_boxes=2, min_size=128, max_size=256, num_classes=4)
+    collate = sf_det.StaticCollate(canvas=CANVAS, max_boxes=2, min_size=128, max_size=256, num_classes=4)
     items = sized_batch(4, SIZES, [1, 1, 1])
     with pytest.raises(ValueError, match="^" + COLLATE + r"image 1 \(64x128\) is resized to 128x256, which "
                                          r"does not fit the canvas 160x224$"):
@@ -165,7 +158,7 @@ def test_collate_errors_name_the_image(tv):
     with pytest.raises(ValueError, match="^" + COLLATE + "image 1's target must be a dict with 'boxes' and"):
         collate([items[0], (items[1][0], {"boxes": items[1][1]["boxes"]})])
     with pytest.raises(ValueError, match="^" + COLLATE + "canvas must be a pair"):
-        detection().StaticCollate(canvas=(160,), max_boxes=2)
+        sf_det.StaticCollate(canvas=(160,), max_boxes=2)
     mixed = sized_batch(6, SIZES[:2], [1, 1], masks=True)
     del mixed[1][1]["masks"]
     with pytest.raises(ValueError, match="^" + COLLATE + "image 1's target has no masks, image 0's has$"):
@@ -173,7 +166,7 @@ def test_collate_errors_name_the_image(tv):
     model = resizing_model("faster")
     model.transform.fixed_size = (128, 128)
     with pytest.raises(ValueError, match="^" + COLLATE + "the model's transform resizes to a fixed size"):
-        detection().StaticCollate.from_model(model, CANVAS, 2)
+        sf_det.StaticCollate.from_model(model, CANVAS, 2)
 
 
 MODEL = "syncfree.detection.StaticRCNN: "
@@ -181,7 +174,7 @@ MODEL = "syncfree.detection.StaticRCNN: "
 
 def test_image_sizes_errors(tv):
     model = resizing_model("faster").eval()
-    static = detection().make_static(model, CANVAS, G)
+    static = sf_det.make_static(model, CANVAS, G)
     images = torch.rand(2, 3, *CANVAS)
     with pytest.raises(ValueError, match="^" + MODEL + r"image_sizes must be a \[2, 2\] int64 tensor"):
         static(images, image_sizes=torch.tensor([[128, 128]]))
@@ -193,7 +186,7 @@ def test_image_sizes_errors(tv):
 
 def test_pad_targets_and_to_torchvision(tv):
     _, targets = make_batch(5, [2, 0, 4], masks=True)
-    padded = detection().pad_targets(targets, 4)
+    padded = sf_det.pad_targets(targets, 4)
     assert padded["boxes"].shape == (3, 4, 4) and padded["labels"].dtype == torch.int64
     assert padded["masks"].shape == (3, 4, H, W) and padded["masks"].dtype == torch.uint8
     for i, t in enumerate(targets):
@@ -202,12 +195,12 @@ def test_pad_targets_and_to_torchvision(tv):
         assert torch.equal(padded["labels"][i, :n], t["labels"])
         assert torch.equal(padded["masks"][i, :n], t["masks"])
         assert (padded["labels"][i, n:] == -1).all() and not padded["boxes"][i, n:].any()
-    without_masks = detection().pad_targets([{k: v for k, v in t.items() if k != "masks"} for t in targets], 5)
+    without_masks = sf_det.pad_targets([{k: v for k, v in t.items() if k != "masks"} for t in targets], 5)
     assert set(without_masks) == {"boxes", "labels"}
     # to_torchvision keeps the valid slots, in order.
     output = {"boxes": padded["boxes"], "labels": padded["labels"], "scores": padded["labels"].float(),
               "valid": padded["labels"] >= 0}
-    back = detection().to_torchvision(output)
+    back = sf_det.to_torchvision(output)
     for t, b in zip(targets, back):
         assert set(b) == {"boxes", "labels", "scores"}
         assert torch.equal(b["boxes"], t["boxes"]) and torch.equal(b["labels"], t["labels"])
@@ -233,5 +226,5 @@ PAD = "syncfree.detection.pad_targets: "
 ])
 def test_pad_targets_errors(targets, max_boxes, error, message):
     with pytest.raises(error) as info:
-        detection().pad_targets(targets, max_boxes)
+        sf_det.pad_targets(targets, max_boxes)
     assert str(info.value).startswith(PAD) and message in str(info.value), str(info.value)

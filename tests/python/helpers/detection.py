@@ -178,27 +178,28 @@ def training_losses(model, static, images, targets, max_boxes):
     buffers; also the buffers after each (batch norm's running statistics)."""
     from syncfree.detection import pad_targets
 
-    model.train()
-    state = copy.deepcopy(model.state_dict())
-    ref = model(list(images), copy.deepcopy(targets))
-    ref_state = copy.deepcopy(model.state_dict())
-    model.load_state_dict(state)
-    got = static(images, pad_targets(targets, max_boxes))
-    got_state = copy.deepcopy(model.state_dict())
-    model.load_state_dict(state)
-    return ref, got, ref_state, got_state
+    return _both_steps(model, lambda: model(list(images), copy.deepcopy(targets)),
+                       lambda: static(images, pad_targets(targets, max_boxes)))
 
 
 def sized_training_losses(model, static, items, batch):
     """``training_losses`` for images of different sizes: torchvision's step on
     the (image, target) pairs ``items``, the static one on their collated
     ``batch`` (StaticCollate) with its image sizes."""
+    return _both_steps(model, lambda: model([image for image, _ in items],
+                                            copy.deepcopy([target for _, target in items])),
+                       lambda: static(batch["images"], batch["targets"], image_sizes=batch["image_sizes"]))
+
+
+def _both_steps(model, torchvision_step, static_step):
+    """``(ref, got, ref_state, got_state)``: each step in training mode from
+    the model's state as it was, with the state it leaves; the state restored."""
     model.train()
     state = copy.deepcopy(model.state_dict())
-    ref = model([image for image, _ in items], copy.deepcopy([target for _, target in items]))
+    ref = torchvision_step()
     ref_state = copy.deepcopy(model.state_dict())
     model.load_state_dict(state)
-    got = static(batch["images"], batch["targets"], image_sizes=batch["image_sizes"])
+    got = static_step()
     got_state = copy.deepcopy(model.state_dict())
     model.load_state_dict(state)
     return ref, got, ref_state, got_state
