@@ -1,6 +1,6 @@
 """The static model: torchvision's ``GeneralizedRCNN``
-(``torchvision.models.detection.generalized_rcnn``) for Faster R-CNN and Mask
-R-CNN, with a step whose every tensor has a shape fixed by the model's
+(``torchvision.models.detection.generalized_rcnn``) for Faster R-CNN, Mask
+R-CNN and Keypoint R-CNN, with a step whose every tensor has a shape fixed by the model's
 settings, the batch size, the image size and ``max_boxes``.
 
 The data-dependent selections of torchvision's code (``torch.where(mask)``,
@@ -28,8 +28,15 @@ from ._names import STATIC_MODEL as _STATIC_MODEL
 from .transform import normalize, zero_outside
 
 
+def _num_keypoints(heads) -> int:
+    """K, the keypoint predictor's number of heatmaps (torchvision's
+    ``KeypointRCNNPredictor``); -1 where it cannot be read from the module."""
+    layer = getattr(heads.keypoint_predictor, "kps_score_lowres", None)
+    return int(layer.out_channels) if layer is not None else -1
+
+
 class StaticRCNN(nn.Module):
-    """A torchvision Faster R-CNN or Mask R-CNN with a static-shape step (see
+    """A torchvision Faster R-CNN, Mask R-CNN or Keypoint R-CNN with a static-shape step (see
     :func:`make_static`): torchvision's ``GeneralizedRCNN``, its submodules
     shared."""
 
@@ -76,6 +83,10 @@ class StaticRCNN(nn.Module):
     def has_mask(self) -> bool:
         return bool(self.roi_heads.has_mask())
 
+    @property
+    def has_keypoint(self) -> bool:
+        return bool(self.roi_heads.has_keypoint())
+
     # ---- inputs
 
     def _check_inputs(self, images: Tensor, targets: Optional[Dict[str, Tensor]],
@@ -115,15 +126,19 @@ class StaticRCNN(nn.Module):
             expected = {"boxes": (b, g, 4), "labels": (b, g)}
             if self.has_mask:
                 expected["masks"] = (b, g, h, w)
+            if self.has_keypoint:
+                expected["keypoints"] = (b, g, _num_keypoints(self.roi_heads), 3)
             for key, shape in expected.items():
+                wanted = [s if s >= 0 else "K" for s in shape]  # -1: any size
                 if key not in targets:
-                    raise ValueError(f"{_STATIC_MODEL}: targets has no '{key}' (expected {list(shape)})")
-                if tuple(targets[key].shape) != shape:
-                    raise ValueError(f"{_STATIC_MODEL}: targets['{key}'] must be {list(shape)}, got "
-                                     f"{list(targets[key].shape)}")
-            if not targets["boxes"].is_floating_point():
-                raise TypeError(f"{_STATIC_MODEL}: targets['boxes'] must be floating point, got "
-                                f"{targets['boxes'].dtype}")
+                    raise ValueError(f"{_STATIC_MODEL}: targets has no '{key}' (expected {wanted})")
+                got = tuple(targets[key].shape)
+                if len(got) != len(shape) or any(s >= 0 and s != v for s, v in zip(shape, got)):
+                    raise ValueError(f"{_STATIC_MODEL}: targets['{key}'] must be {wanted}, got {list(got)}")
+            for key in ("boxes", "keypoints"):
+                if key in expected and not targets[key].is_floating_point():
+                    raise TypeError(f"{_STATIC_MODEL}: targets['{key}'] must be floating point, got "
+                                    f"{targets[key].dtype}")
 
     # ---- the step
 
@@ -131,8 +146,11 @@ class StaticRCNN(nn.Module):
                 image_sizes: Optional[Tensor] = None) -> Dict[str, Tensor]:
         """Training: ``model(images, padded_targets)`` returns torchvision's loss
         dict. Eval: ``model(images)`` returns ``boxes [B, D, 4]``, ``scores [B,
-        D]``, ``labels [B, D]``, ``valid [B, D]`` (and ``masks [B, D, 1, H,
-        W]``), D = ``roi_heads.detections_per_img``.
+        D]``, ``labels [B, D]``, ``valid [B, D]``, D =
+        ``roi_heads.detections_per_img``; Mask R-CNN adds ``masks [B, D, 1,
+        H, W]`` (pasted into the canvas) and ``mask_probs [B, D, 1, M, M]``
+        (for :func:`postprocess`), Keypoint R-CNN ``keypoints [B, D, K, 3]``
+        and ``keypoints_scores [B, D, K]``. Invalid slots are zeros.
 
         ``image_sizes [B, 2]`` (int64, on the images' device): the (height,
         width) of each image in the top-left corner of the canvas, as
@@ -161,11 +179,12 @@ class StaticRCNN(nn.Module):
 
 
 def make_static(model: nn.Module, image_size: Tuple[int, int], max_boxes: int) -> StaticRCNN:
-    """A torchvision Faster R-CNN or Mask R-CNN whose step has static shapes end to end.
+    """A torchvision Faster R-CNN, Mask R-CNN or Keypoint R-CNN whose step has static shapes end to end.
 
-    ``model`` is a torchvision ``FasterRCNN`` or ``MaskRCNN`` (any backbone:
-    ``fasterrcnn_resnet50_fpn``, ``_v2``, ``fasterrcnn_mobilenet_v3_large_fpn``,
-    ``maskrcnn_resnet50_fpn``, ...). The returned :class:`StaticRCNN` holds
+    ``model`` is a torchvision ``FasterRCNN``, ``MaskRCNN`` or ``KeypointRCNN``
+    (any backbone: ``fasterrcnn_resnet50_fpn``, ``_v2``,
+    ``fasterrcnn_mobilenet_v3_large_fpn``, ``maskrcnn_resnet50_fpn``,
+    ``keypointrcnn_resnet50_fpn``, ...). The returned :class:`StaticRCNN` holds
     ``model``'s own submodules (its parameters are ``model``'s, not copies,
     and its ``state_dict`` is ``model``'s: a torchvision checkpoint loads into
     it unchanged) and reads every setting from them at each call.
@@ -180,14 +199,17 @@ def make_static(model: nn.Module, image_size: Tuple[int, int], max_boxes: int) -
       canvas.
     - ``max_boxes=G``: ground truth comes padded to G boxes per image, from
       :func:`pad_targets`: ``boxes [B, G, 4]``, ``labels [B, G]`` (negative
-      labels mark padding) and, for Mask R-CNN, ``masks [B, G, H, W]``.
+      labels mark padding), for Mask R-CNN ``masks [B, G, H, W]``, for
+      Keypoint R-CNN ``keypoints [B, G, K, 3]``.
 
     Training: ``model(images, padded_targets)`` returns torchvision's loss
     dict (same keys, same formulas and normalization). Eval: ``model(images)``
     returns ``boxes [B, D, 4]``, ``scores [B, D]``, ``labels [B, D]``,
-    ``valid [B, D]`` (and ``masks [B, D, 1, H, W]`` for Mask R-CNN), D =
-    ``roi_heads.detections_per_img``; :func:`to_torchvision` converts it to
-    torchvision's list of dicts.
+    ``valid [B, D]``, D = ``roi_heads.detections_per_img`` (Mask R-CNN adds
+    ``masks`` and ``mask_probs``, Keypoint R-CNN ``keypoints`` and
+    ``keypoints_scores``: see :meth:`StaticRCNN.forward`);
+    :func:`postprocess` maps them to the original image sizes and
+    :func:`to_torchvision` converts them to torchvision's list of dicts.
 
     What changes inside, torchvision's results kept on the valid part:
     proposals are ``rpn.post_nms_top_n()`` slots per image with a valid mask
@@ -198,10 +220,11 @@ def make_static(model: nn.Module, image_size: Tuple[int, int], max_boxes: int) -
     every RoI at every level and selects its level on the device; batch norm
     in a head sees only the valid RoIs in training; the mask head gets
     ``int(batch_size_per_image * positive_fraction)`` positive slots per
-    image; detection is ``syncfree.nms`` per class into D slots. Not covered:
-    keypoint heads (an error), masks pasted at the original image size, and
-    torchvision's checks of degenerate target boxes (they read values on the
-    host). docs/detection.md is the guide.
+    image, and so does the keypoint head; detection is ``syncfree.nms`` per
+    class into D slots; each detection's keypoint heatmaps are resized on a
+    grid of the canvas's size and the argmax taken over the box's part. Not
+    covered: torchvision's checks of degenerate target boxes (they read
+    values on the host). docs/detection.md is the guide.
     """
     from torchvision.models.detection.generalized_rcnn import GeneralizedRCNN
     from torchvision.models.detection.roi_heads import RoIHeads
@@ -210,10 +233,8 @@ def make_static(model: nn.Module, image_size: Tuple[int, int], max_boxes: int) -
     if not isinstance(model, GeneralizedRCNN) or not isinstance(getattr(model, "rpn", None),
                                                                 RegionProposalNetwork) \
             or not isinstance(getattr(model, "roi_heads", None), RoIHeads):
-        raise TypeError(f"{_MAKE_STATIC}: model must be a torchvision FasterRCNN or MaskRCNN, got "
-                        f"{type(model).__name__}")
-    if model.roi_heads.has_keypoint():
-        raise NotImplementedError(f"{_MAKE_STATIC}: keypoint heads (KeypointRCNN) are not supported")
+        raise TypeError(f"{_MAKE_STATIC}: model must be a torchvision FasterRCNN, MaskRCNN or KeypointRCNN, "
+                        f"got {type(model).__name__}")
     if (not isinstance(image_size, (tuple, list)) or len(image_size) != 2
             or any(isinstance(s, bool) or not isinstance(s, int) for s in image_size)):
         raise TypeError(f"{_MAKE_STATIC}: image_size must be a pair of ints (H, W), got {image_size!r}")

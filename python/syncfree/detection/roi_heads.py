@@ -1,11 +1,11 @@
 """The RoI heads' step with static shapes: torchvision's ``RoIHeads``
 (``torchvision.models.detection.roi_heads``) over ``[B, ...]`` tensors:
 ``select_training_samples`` (a fixed number of sampled slots per image),
-``fastrcnn_loss`` and ``maskrcnn_loss`` as masked reductions,
-``postprocess_detections`` (``syncfree.nms`` per class into
-``detections_per_img`` slots) and ``paste_masks_in_image``; batch norm in a
-head sees only the valid RoIs, as torchvision's heads see only the RoIs that
-exist."""
+``fastrcnn_loss``, ``maskrcnn_loss`` and ``keypointrcnn_loss`` as masked
+reductions, ``postprocess_detections`` (``syncfree.nms`` per class into
+``detections_per_img`` slots), ``paste_masks_in_image`` and
+``heatmaps_to_keypoints``; batch norm in a head sees only the valid RoIs, as
+torchvision's heads see only the RoIs that exist."""
 from typing import Dict, Optional, Tuple
 
 import torch
@@ -154,6 +154,101 @@ def paste_masks(masks: Tensor, boxes: Tensor, image_size: Tuple[int, int]) -> Te
     return torch.where(inside, value, torch.zeros_like(value))[:, None]
 
 
+def _cubic_weights(t: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The four weights of PyTorch's bicubic upsampling (``A = -0.75``) at
+    fraction ``t``, as its ``get_cubic_upsample_coefficients`` computes them."""
+    a = -0.75
+
+    def near(x):  # |x| <= 1
+        return ((a + 2) * x - (a + 3)) * x * x + 1
+
+    def far(x):  # 1 < |x| < 2
+        return ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+
+    return far(t + 1.0), near(t), near(1.0 - t), far((1.0 - t) + 1.0)
+
+
+def _bicubic_taps(out_size: Tensor, length: int, in_size: int) -> Tuple[Tensor, Tensor]:
+    """Per row of ``out_size [N]`` (float, whole numbers): for each output
+    position ``o < length``, the 4 input indices ``[N, length, 4]`` and weights
+    of ``F.interpolate(mode="bicubic", align_corners=False)`` from ``in_size``
+    to ``out_size`` (positions at or beyond ``out_size`` are computed too and
+    ignored by the caller)."""
+    # (float)input_size / output_size, as PyTorch's kernel computes it (a
+    # Python number divided by a tensor would multiply by the reciprocal)
+    scale = (torch.full_like(out_size, in_size) / out_size)[:, None]
+    o = torch.arange(length, device=out_size.device, dtype=out_size.dtype)[None, :]
+    real = scale * (o + 0.5) - 0.5
+    index = torch.clamp(real.floor(), max=in_size - 1)
+    t = (real - index).clamp(0, 1)
+    index = index.to(torch.int64)
+    taps = torch.stack([(index + j - 1).clamp(0, in_size - 1) for j in range(4)], dim=-1)
+    return taps, torch.stack(_cubic_weights(t), dim=-1)
+
+
+def heatmaps_to_keypoints(maps: Tensor, rois: Tensor, image_size: Tuple[int, int],
+                          chunk_elements: int = 1 << 25) -> Tuple[Tensor, Tensor]:
+    """torchvision's ``heatmaps_to_keypoints`` (``maps [N, K, S, S]``, ``rois
+    [N, 4]``) with static shapes: ``(keypoints [N, K, 3], scores [N, K])``.
+
+    torchvision resizes each RoI's maps bicubically to its box's size
+    (``ceil`` of its width and height, at least 1) and takes each map's
+    argmax. Here every RoI's maps are resized on a grid of the image's size
+    ``(H, W)`` (a box clipped to the image is no larger), with the same
+    weights and taps as ``F.interpolate``, and the argmax is taken over the
+    box's part of the grid: the same cell, in the same (row-major, first
+    maximum) order. The cost is ``N * K * H * W`` values, computed
+    ``chunk_elements`` at a time, instead of the sum of the boxes' areas."""
+    height, width = image_size
+    n, k = maps.shape[0], maps.shape[1]
+    offset_x, offset_y = rois[:, 0], rois[:, 1]
+    widths = (rois[:, 2] - rois[:, 0]).clamp(min=1)
+    heights = (rois[:, 3] - rois[:, 1]).clamp(min=1)
+    widths_ceil = widths.ceil().clamp(max=width)
+    heights_ceil = heights.ceil().clamp(max=height)
+    width_correction = widths / widths_ceil
+    height_correction = heights / heights_ceil
+    x_taps, x_weights = _bicubic_taps(widths_ceil.to(maps.dtype), width, maps.shape[-1])
+    y_taps, y_weights = _bicubic_taps(heights_ceil.to(maps.dtype), height, maps.shape[-2])
+    cols = torch.arange(width, device=maps.device)
+    rows = torch.arange(height, device=maps.device)
+    step = max(1, chunk_elements // max(1, k * height * width))
+    positions, scores = [], []
+    for start in range(0, n, step):  # a fixed number of chunks of fixed sizes
+        stop = min(n, start + step)
+        m = maps[start:stop]
+        c = m.shape[0]
+        # Along the width first, then along the height, as PyTorch's kernel sums.
+        along_x: Optional[Tensor] = None
+        for j in range(4):
+            taps = x_taps[start:stop, None, None, :, j].expand(c, k, m.shape[-2], width)
+            term = m.gather(3, taps) * x_weights[start:stop, None, None, :, j]
+            along_x = term if along_x is None else along_x + term
+        assert along_x is not None
+        resized: Optional[Tensor] = None
+        for j in range(4):
+            taps = y_taps[start:stop, None, :, None, j].expand(c, k, height, width)
+            term = along_x.gather(2, taps) * y_weights[start:stop, None, :, None, j]
+            resized = term if resized is None else resized + term
+        assert resized is not None
+        inside = ((rows[None, :, None] < heights_ceil[start:stop, None, None])
+                  & (cols[None, None, :] < widths_ceil[start:stop, None, None]))
+        resized = torch.where(inside[:, None], resized, torch.full_like(resized, float("-inf")))
+        best, pos = resized.flatten(2).max(dim=2)
+        positions.append(pos)
+        scores.append(best)
+    pos = torch.cat(positions)
+    end_scores = torch.cat(scores)
+    x_int = pos % width
+    y_int = torch.div(pos - x_int, width, rounding_mode="floor")
+    # In float32 whatever the boxes' dtype: torchvision multiplies a float32
+    # vector by 0-dim tensors, which do not promote it.
+    x = (x_int.float() + 0.5) * width_correction.float()[:, None] + offset_x.float()[:, None]
+    y = (y_int.float() + 0.5) * height_correction.float()[:, None] + offset_y.float()[:, None]
+    keypoints = torch.stack([x, y, torch.ones_like(x)], dim=-1)
+    return keypoints, end_scores.to(torch.float32)
+
+
 # --------------------------------------------------------------------------
 # Training
 
@@ -209,25 +304,31 @@ def fastrcnn_loss(class_logits: Tensor, box_regression: Tensor, labels: Tensor, 
     return loss_classifier, loss_box_reg
 
 
-def maskrcnn_loss(heads, features: Dict[str, Tensor], image_size: Tuple[int, int], samples: Dict[str, Tensor],
-                  gt_labels: Tensor, gt_masks: Tensor) -> Tensor:
-    """torchvision's mask branch in training and ``maskrcnn_loss``, on the
-    positive RoIs compacted into ``int(batch_size_per_image *
-    positive_fraction)`` slots per image (the most positives the sampler
-    takes)."""
-    from torchvision.ops import roi_align
-
+def positive_slots(heads, samples: Dict[str, Tensor]) -> Tuple[Tensor, Tensor, Tensor]:
+    """The positive sampled RoIs (``torch.where(labels > 0)`` per image in
+    torchvision's mask and keypoint branches), compacted in their order into
+    ``int(batch_size_per_image * positive_fraction)`` slots per image (the
+    most positives the sampler takes): ``(boxes [B, P, 4], valid [B, P],
+    matches [B, P])``, the index of each slot's matched ground truth."""
     from ..ops import compact
 
     rois, positive, roi_matches = samples["rois"], samples["positive"], samples["matches"]
     slots = rois.shape[1]
     sampler = heads.fg_bg_sampler
     capacity = max(1, min(slots, int(sampler.batch_size_per_image * sampler.positive_fraction)))
-    which, mask_valid, _ = compact(positive, capacity)
+    which, valid, _ = compact(positive, capacity)
     which = which.clamp(min=0)
-    b = rois.shape[0]
-    boxes = gather_rows(rois, which)
-    matched = roi_matches.gather(1, which).clamp(min=0)
+    return gather_rows(rois, which), valid, roi_matches.gather(1, which).clamp(min=0)
+
+
+def maskrcnn_loss(heads, features: Dict[str, Tensor], image_size: Tuple[int, int], samples: Dict[str, Tensor],
+                  gt_labels: Tensor, gt_masks: Tensor) -> Tensor:
+    """torchvision's mask branch in training and ``maskrcnn_loss``, on the
+    positive RoIs (:func:`positive_slots`)."""
+    from torchvision.ops import roi_align
+
+    boxes, mask_valid, matched = positive_slots(heads, samples)
+    b = boxes.shape[0]
     pooled = roi_pool(heads.mask_roi_pool, features, boxes, image_size)
     flat_valid = mask_valid.reshape(-1)
     logits = heads.mask_predictor(head(heads.mask_head, pooled, flat_valid, "mask head"))
@@ -247,6 +348,52 @@ def maskrcnn_loss(heads, features: Dict[str, Tensor], image_size: Tuple[int, int
     return torch.where(count > 0, total / (count.clamp(min=1) * size * size), logits.sum() * 0)
 
 
+def keypoints_to_heatmap(keypoints: Tensor, rois: Tensor, heatmap_size: int) -> Tuple[Tensor, Tensor]:
+    """torchvision's ``keypoints_to_heatmap`` (``keypoints [N, K, 3]``, ``rois
+    [N, 4]``): each keypoint's cell in the RoI's ``heatmap_size`` grid (its
+    linear index) and whether it is a target (visible, inside the RoI), with
+    ``torch.where`` for torchvision's boolean index assignments."""
+    offset_x = rois[:, 0, None]
+    offset_y = rois[:, 1, None]
+    scale_x = (heatmap_size / (rois[:, 2] - rois[:, 0]))[:, None]
+    scale_y = (heatmap_size / (rois[:, 3] - rois[:, 1]))[:, None]
+    x = keypoints[..., 0]
+    y = keypoints[..., 1]
+    x_boundary = x == rois[:, 2, None]
+    y_boundary = y == rois[:, 3, None]
+    x = ((x - offset_x) * scale_x).floor().long()
+    y = ((y - offset_y) * scale_y).floor().long()
+    last = torch.full_like(x, heatmap_size - 1)
+    x = torch.where(x_boundary, last, x)
+    y = torch.where(y_boundary, last, y)
+    valid_loc = (x >= 0) & (y >= 0) & (x < heatmap_size) & (y < heatmap_size)
+    valid = (valid_loc & (keypoints[..., 2] > 0)).long()
+    return (y * heatmap_size + x) * valid, valid
+
+
+def keypointrcnn_loss(heads, features: Dict[str, Tensor], image_size: Tuple[int, int],
+                      samples: Dict[str, Tensor], gt_keypoints: Tensor) -> Tensor:
+    """torchvision's keypoint branch in training and ``keypointrcnn_loss`` on
+    the positive RoIs (:func:`positive_slots`): the cross entropy of each
+    target keypoint's heatmap cell, averaged over the targets, as a masked
+    mean (``gt_keypoints [B, G, K, 3]``; padding has visibility 0)."""
+    boxes, kp_valid, matched = positive_slots(heads, samples)
+    flat_valid = kp_valid.reshape(-1)
+    pooled = roi_pool(heads.keypoint_roi_pool, features, boxes, image_size)
+    logits = heads.keypoint_predictor(head(heads.keypoint_head, pooled, flat_valid, "keypoint head"))
+    n, k, h, w = logits.shape
+    if h != w:
+        raise ValueError(f"{_STATIC_MODEL}: the keypoint predictor's heatmaps must be square, got {h}x{w}")
+    kp = gather_rows(gt_keypoints.flatten(2), matched).reshape(n, -1, 3).to(boxes.dtype)
+    targets, valid = keypoints_to_heatmap(kp, boxes.reshape(-1, 4), h)
+    valid = (valid > 0) & flat_valid[:, None]
+    ce = F.cross_entropy(logits.reshape(n * k, h * w), targets.reshape(-1), reduction="none")
+    flat = valid.reshape(-1)
+    count = flat.sum()
+    total = torch.where(flat, ce, torch.zeros_like(ce)).sum()
+    return torch.where(count > 0, total / count.clamp(min=1), logits.sum() * 0)
+
+
 def losses(heads, features: Dict[str, Tensor], proposals: Tensor, proposal_valid: Tensor,
            targets: Dict[str, Tensor], image_size: Tuple[int, int]) -> Dict[str, Tensor]:
     """``RoIHeads.forward`` in training: the loss dict."""
@@ -262,6 +409,8 @@ def losses(heads, features: Dict[str, Tensor], proposals: Tensor, proposal_valid
     if heads.has_mask():
         result["loss_mask"] = maskrcnn_loss(heads, features, image_size, samples,
                                             targets["labels"].to(torch.int64), targets["masks"])
+    if heads.has_keypoint():
+        result["loss_keypoint"] = keypointrcnn_loss(heads, features, image_size, samples, targets["keypoints"])
     return result
 
 
@@ -303,8 +452,12 @@ def postprocess_detections(heads, class_logits: Tensor, box_regression: Tensor, 
 
 def detect(heads, features: Dict[str, Tensor], proposals: Tensor, proposal_valid: Tensor,
            image_size: Tuple[int, int], image_sizes: Optional[Tensor]) -> Dict[str, Tensor]:
-    """``RoIHeads.forward`` in eval: the detection dict (with ``masks [B, D,
-    1, H, W]`` pasted into the image for Mask R-CNN)."""
+    """``RoIHeads.forward`` in eval: the detection dict. Mask R-CNN adds
+    ``masks [B, D, 1, H, W]`` (pasted into the canvas) and ``mask_probs [B,
+    D, 1, M, M]`` (the mask head's probabilities, torchvision's
+    ``RoIHeads`` output, for :func:`~syncfree.detection.postprocess` to
+    paste at the original size); Keypoint R-CNN adds ``keypoints [B, D, K,
+    3]`` and ``keypoints_scores [B, D, K]``. Invalid slots are zeros."""
     pooled = roi_pool(heads.box_roi_pool, features, proposals, image_size)
     class_logits, box_regression = heads.box_predictor(
         head(heads.box_head, pooled, proposal_valid.reshape(-1), "box head"))
@@ -323,4 +476,16 @@ def detect(heads, features: Dict[str, Tensor], proposals: Tensor, proposal_valid
             masks = zero_outside(masks.reshape((b, slots) + tuple(masks.shape[2:])), image_sizes)
         masks = masks.reshape((b, slots, 1) + tuple(masks.shape[-2:]))
         result["masks"] = torch.where(valid.view(b, slots, 1, 1, 1), masks, torch.zeros_like(masks))
+        result["mask_probs"] = torch.where(valid.view(b, slots, 1, 1, 1), prob.reshape((b, slots) + prob.shape[1:]),
+                                           torch.zeros_like(prob).reshape((b, slots) + prob.shape[1:]))
+    if heads.has_keypoint():
+        out_boxes, valid = result["boxes"], result["valid"]
+        b, slots = valid.shape
+        pooled = roi_pool(heads.keypoint_roi_pool, features, out_boxes, image_size)
+        logits = heads.keypoint_predictor(head(heads.keypoint_head, pooled, valid.reshape(-1), "keypoint head"))
+        keypoints, scores = heatmaps_to_keypoints(logits, out_boxes.reshape(-1, 4), image_size)
+        keypoints = keypoints.reshape(b, slots, -1, 3)
+        scores = scores.reshape(b, slots, -1)
+        result["keypoints"] = torch.where(valid[:, :, None, None], keypoints, torch.zeros_like(keypoints))
+        result["keypoints_scores"] = torch.where(valid[:, :, None], scores, torch.zeros_like(scores))
     return result

@@ -40,10 +40,12 @@ def zero_outside(images: Tensor, image_sizes: Tensor) -> Tensor:
 
 def pad_targets(targets: Sequence[Dict[str, Tensor]], max_boxes: int) -> Dict[str, Tensor]:
     """torchvision-style targets (a list of per-image dicts with ``boxes [G_i,
-    4]``, ``labels [G_i]`` and, for Mask R-CNN, ``masks [G_i, H, W]``) as one
-    dict of padded tensors: ``boxes [B, max_boxes, 4]`` (padding: zeros),
-    ``labels [B, max_boxes]`` (int64; padding: -1) and ``masks [B, max_boxes,
-    H, W]`` (padding: zeros) when every image has masks.
+    4]``, ``labels [G_i]``, for Mask R-CNN ``masks [G_i, H, W]``, for
+    Keypoint R-CNN ``keypoints [G_i, K, 3]``) as one dict of padded tensors:
+    ``boxes [B, max_boxes, 4]`` (padding: zeros), ``labels [B, max_boxes]``
+    (int64; padding: -1), ``masks [B, max_boxes, H, W]`` (padding: zeros)
+    when every image has masks, ``keypoints [B, max_boxes, K, 3]`` (padding:
+    zeros, i.e. invisible) when every image has keypoints.
 
     This runs in the data pipeline (it reads each image's number of boxes on
     the host); the static model's step takes its output. Errors: an image
@@ -64,6 +66,13 @@ def _pad_targets(targets: Sequence[Dict[str, Tensor]], max_boxes: int, caller: s
     first = targets[0]
     if not isinstance(first, dict) or "boxes" not in first or "labels" not in first:
         raise ValueError(f"{caller}: each target must be a dict with 'boxes' and 'labels'")
+    for key in ("masks", "keypoints"):  # an image without them would silently train without them
+        if any(key in t for t in targets if isinstance(t, dict)) and not all(key in t for t in targets
+                                                                            if isinstance(t, dict)):
+            have = [i for i, t in enumerate(targets) if isinstance(t, dict) and key in t]
+            lack = [i for i, t in enumerate(targets) if isinstance(t, dict) and key not in t]
+            raise ValueError(f"{caller}: {item(have[0])} has '{key}' but {item(lack[0])} has none: every "
+                             f"image's target needs '{key}', or none")
     has_masks = all("masks" in t for t in targets)
     boxes0 = first["boxes"]
     device, dtype = boxes0.device, boxes0.dtype if boxes0.is_floating_point() else torch.float32
@@ -76,6 +85,13 @@ def _pad_targets(targets: Sequence[Dict[str, Tensor]], max_boxes: int, caller: s
         if m0.dim() != 3:
             raise ValueError(f"{caller}: {item(0)}['masks'] must be [G, H, W], got shape {list(m0.shape)}")
         masks = torch.zeros((b, max_boxes) + tuple(m0.shape[1:]), dtype=m0.dtype, device=device)
+    keypoints = None
+    if all("keypoints" in t for t in targets):
+        k0 = first["keypoints"]
+        if k0.dim() != 3 or k0.shape[-1] != 3 or not k0.is_floating_point():
+            raise ValueError(f"{caller}: {item(0)}['keypoints'] must be a float [G, K, 3] tensor of (x, y, "
+                             f"visibility), got {k0.dtype} of shape {list(k0.shape)}")
+        keypoints = torch.zeros((b, max_boxes) + tuple(k0.shape[1:]), dtype=k0.dtype, device=device)
     for i, t in enumerate(targets):
         if not isinstance(t, dict) or "boxes" not in t or "labels" not in t:
             raise ValueError(f"{caller}: {item(i)} must be a dict with 'boxes' and 'labels'")
@@ -99,51 +115,109 @@ def _pad_targets(targets: Sequence[Dict[str, Tensor]], max_boxes: int, caller: s
                 raise ValueError(f"{caller}: {item(i)}['masks'] must be [{g}, "
                                  f"{masks.shape[2]}, {masks.shape[3]}], got shape {list(tm.shape)}")
             masks[i, :g] = tm.to(device=device, dtype=masks.dtype)
+        if keypoints is not None:
+            tk = t["keypoints"]
+            if tuple(tk.shape) != (g,) + tuple(keypoints.shape[2:]):
+                raise ValueError(f"{caller}: {item(i)}['keypoints'] must be [{g}, {keypoints.shape[2]}, 3], "
+                                 f"got shape {list(tk.shape)}")
+            keypoints[i, :g] = tk.to(device=device, dtype=keypoints.dtype)
     out = {"boxes": boxes, "labels": labels}
     if masks is not None:
         out["masks"] = masks
+    if keypoints is not None:
+        out["keypoints"] = keypoints
     return out
 
 
-def to_torchvision(output: Dict[str, Tensor]) -> List[Dict[str, Tensor]]:
+def to_torchvision(output: Dict[str, Tensor], image_sizes: Optional[Tensor] = None) -> List[Dict[str, Tensor]]:
     """The static model's detections (``boxes [B, D, 4]``, ``scores``,
-    ``labels``, ``valid [B, D]``, and ``masks [B, D, 1, H, W]`` for Mask
-    R-CNN) as torchvision's list of per-image dicts, the valid slots only (in
-    order). Reads the valid flags on the host: call it outside the step."""
+    ``labels``, ``valid [B, D]``, and the other per-slot entries: ``masks
+    [B, D, 1, H, W]``, ``keypoints``...) as torchvision's list of per-image
+    dicts, the valid slots only (in order). ``image_sizes [B, 2]`` (height,
+    width; optional) crops each image's masks to its size, as torchvision's
+    masks are: give :func:`postprocess`'s ``original_image_sizes`` (or the
+    model's ``image_sizes`` for masks in the canvas). Reads the valid flags
+    and the sizes on the host: call it outside the step."""
     if not isinstance(output, dict) or "valid" not in output:
         raise ValueError(f"{_TO_TORCHVISION}: output must be the static model's detection dict "
                          "(boxes, scores, labels, valid)")
     valid = output["valid"]
+    if image_sizes is not None and (not isinstance(image_sizes, Tensor)
+                                    or tuple(image_sizes.shape) != (valid.shape[0], 2)):
+        raise ValueError(f"{_TO_TORCHVISION}: image_sizes must be a [{valid.shape[0]}, 2] tensor of (height, "
+                         f"width), got {list(image_sizes.shape) if isinstance(image_sizes, Tensor) else image_sizes}")
+    sizes = image_sizes.tolist() if image_sizes is not None else None
     result = []
     for i in range(valid.shape[0]):
         keep = valid[i]
-        result.append({k: v[i][keep] for k, v in output.items() if k != "valid"})
+        image = {k: v[i][keep] for k, v in output.items() if k != "valid"}
+        if sizes is not None and "masks" in image:
+            h, w = sizes[i]
+            image["masks"] = image["masks"][..., :h, :w]
+        result.append(image)
     return result
 
 
-def postprocess(output: Dict[str, Tensor], image_sizes: Tensor, original_image_sizes: Tensor) -> Dict[str, Tensor]:
-    """torchvision's ``transform.postprocess`` for boxes, static: the
-    detections' boxes (``[B, D, 4]``, in the coordinates of the resized images
-    in the canvas) scaled to each image's original size, as torchvision's
-    ``resize_boxes`` scales them (ratios of the sizes in float32).
-    ``image_sizes`` and ``original_image_sizes`` are ``[B, 2]`` (height,
-    width), as :class:`StaticCollate` returns them. The other entries are
-    unchanged. Masks pasted at the original size are not supported yet (an
-    error): torchvision pastes each mask into the original image."""
-    if "masks" in output:
-        raise NotImplementedError(f"{_POSTPROCESS}: masks at the original image size are not supported yet "
-                                  "(the static model pastes them into the canvas, at the resized size)")
+def postprocess(output: Dict[str, Tensor], image_sizes: Tensor, original_image_sizes: Tensor,
+                original_canvas: Optional[Tuple[int, int]] = None) -> Dict[str, Tensor]:
+    """torchvision's ``transform.postprocess``: the static model's detections
+    (in the coordinates of the resized images in the canvas) mapped to each
+    image's original size. ``image_sizes`` and ``original_image_sizes`` are
+    ``[B, 2]`` (height, width), as :class:`StaticCollate` returns them.
+
+    - ``boxes [B, D, 4]`` and ``keypoints [B, D, K, 3]`` are scaled by the
+      ratios of the sizes, as torchvision's ``resize_boxes`` and
+      ``resize_keypoints`` scale them (float32 ratios).
+    - Mask R-CNN: the mask head's probabilities (``mask_probs [B, D, 1, M,
+      M]``) are pasted with the scaled boxes into ``masks [B, D, 1, H0,
+      W0]``, as torchvision's ``paste_masks_in_image`` pastes them into each
+      original image, zero beyond it; ``mask_probs`` is dropped. ``(H0, W0)``
+      is ``original_canvas``, or when it is omitted the largest original
+      height and width in the batch (read on the host: give
+      ``original_canvas`` for static shapes).
+
+    The other entries are unchanged. Runs outside the step or inside it (no
+    host reads when ``original_canvas`` is given)."""
+    if not isinstance(output, dict) or "boxes" not in output:
+        raise ValueError(f"{_POSTPROCESS}: output must be the static model's detection dict")
     boxes = output["boxes"]
+    b = boxes.shape[0]
+    for name, sizes in (("image_sizes", image_sizes), ("original_image_sizes", original_image_sizes)):
+        if not isinstance(sizes, Tensor) or tuple(sizes.shape) != (b, 2):
+            raise ValueError(f"{_POSTPROCESS}: {name} must be a [{b}, 2] tensor of (height, width), got "
+                             f"{list(sizes.shape) if isinstance(sizes, Tensor) else type(sizes).__name__}")
+    if "masks" in output and "mask_probs" not in output:
+        raise ValueError(f"{_POSTPROCESS}: output has masks but no mask_probs (the static model's eval output "
+                         "has both)")
     # torchvision: float32 ratios of 0-dim tensors, which take the boxes' dtype in the product.
     ratios = original_image_sizes.to(device=boxes.device, dtype=torch.float32) / image_sizes.to(
         device=boxes.device, dtype=torch.float32)  # [B, 2]
-    ratios = ratios.to(boxes.dtype)
     ratio_height = ratios[:, 0, None]
     ratio_width = ratios[:, 1, None]
-    xmin, ymin, xmax, ymax = boxes.unbind(-1)
-    scaled = torch.stack((xmin * ratio_width, ymin * ratio_height, xmax * ratio_width, ymax * ratio_height), dim=-1)
     result = dict(output)
-    result["boxes"] = scaled
+    rh, rw = ratio_height.to(boxes.dtype), ratio_width.to(boxes.dtype)
+    xmin, ymin, xmax, ymax = boxes.unbind(-1)
+    result["boxes"] = torch.stack((xmin * rw, ymin * rh, xmax * rw, ymax * rh), dim=-1)
+    if "keypoints" in output:
+        keypoints = output["keypoints"]
+        kh, kw = ratio_height.to(keypoints.dtype)[..., None], ratio_width.to(keypoints.dtype)[..., None]
+        result["keypoints"] = torch.stack((keypoints[..., 0] * kw, keypoints[..., 1] * kh, keypoints[..., 2]),
+                                          dim=-1)
+    if "mask_probs" in output:
+        from .roi_heads import paste_masks
+
+        probs = result.pop("mask_probs")
+        if original_canvas is None:
+            original_canvas = (int(original_image_sizes[:, 0].max()), int(original_image_sizes[:, 1].max()))
+        elif (not isinstance(original_canvas, (tuple, list)) or len(original_canvas) != 2
+              or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in original_canvas)):
+            raise ValueError(f"{_POSTPROCESS}: original_canvas must be a pair of positive ints (H0, W0), got "
+                             f"{original_canvas!r}")
+        d = probs.shape[1]
+        masks = paste_masks(probs.reshape((b * d,) + tuple(probs.shape[2:])), result["boxes"].reshape(-1, 4),
+                            tuple(original_canvas))
+        masks = zero_outside(masks.reshape((b, d) + tuple(masks.shape[2:])), original_image_sizes.to(masks.device))
+        result["masks"] = masks.reshape((b, d, 1) + tuple(masks.shape[-2:]))
     return result
 
 
@@ -223,7 +297,8 @@ class StaticCollate:
                 f"max_size={self.max_size}, num_classes={self.num_classes})")
 
     def __call__(self, batch: Sequence[Any]) -> Dict[str, Any]:
-        from torchvision.models.detection.transform import _resize_image_and_masks, resize_boxes
+        from torchvision.models.detection.transform import (_resize_image_and_masks, resize_boxes,
+                                                             resize_keypoints)
 
         if len(batch) == 0:
             raise ValueError(f"{_STATIC_COLLATE}: the batch is empty")
@@ -243,7 +318,7 @@ class StaticCollate:
         first = items[0][0]
         images = torch.zeros((len(batch), 3, height, width), dtype=first.dtype, device=first.device)
         sizes, originals, targets = [], [], []
-        has_masks = items[0][1] is not None and "masks" in items[0][1]
+        extras = [key for key in ("masks", "keypoints") if items[0][1] is not None and key in items[0][1]]
         for i, (image, target) in enumerate(items):
             if image.dtype != first.dtype or image.device != first.device:
                 raise ValueError(f"{_STATIC_COLLATE}: image {i} is {image.dtype} on {image.device}, image 0 "
@@ -251,10 +326,11 @@ class StaticCollate:
             original = (int(image.shape[-2]), int(image.shape[-1]))
             if target is not None:
                 target = {k: v.to(image.device) if isinstance(v, Tensor) else v for k, v in target.items()}
-                if ("masks" in target) != has_masks:
-                    raise ValueError(f"{_STATIC_COLLATE}: image {i}'s target "
-                                     f"{'has' if 'masks' in target else 'has no'} masks, image 0's "
-                                     f"{'has' if has_masks else 'has no'}")
+                for key in ("masks", "keypoints"):
+                    if (key in target) != (key in extras):
+                        raise ValueError(f"{_STATIC_COLLATE}: image {i}'s target "
+                                         f"{'has' if key in target else 'has no'} {key}, image 0's "
+                                         f"{'has' if key in extras else 'has no'}")
             resized, target = _resize_image_and_masks(image, self.min_size, self.max_size, target)
             h, w = int(resized.shape[-2]), int(resized.shape[-1])
             if h > height or w > width:
@@ -265,6 +341,8 @@ class StaticCollate:
             originals.append(original)
             if target is not None:
                 target["boxes"] = resize_boxes(target["boxes"], list(original), [h, w])
+                if "keypoints" in target:
+                    target["keypoints"] = resize_keypoints(target["keypoints"], list(original), [h, w])
                 if self.num_classes is not None:
                     labels = target["labels"]
                     bad = (labels < 1) | (labels >= self.num_classes)

@@ -25,11 +25,12 @@ G = 6
 
 
 @pytest.mark.parametrize("autocast", [False, True], ids=["float32", "autocast-bfloat16"])
-@pytest.mark.parametrize("kind, batch_norm_head", [("faster", False), ("faster", True), ("mask", False)])
+@pytest.mark.parametrize("kind, batch_norm_head", [("faster", False), ("faster", True), ("mask", False),
+                                                   ("keypoint", False)])
 def test_training_losses_equal_torchvision_with_deterministic_sampling(tv, kind, batch_norm_head, autocast):
     model = tiny_model(kind, batch_norm_head)
     static = sf_det.make_static(model, (H, W), G)
-    images, targets = make_batch(1, [3, 5, 0], masks=kind == "mask")
+    images, targets = make_batch(1, [3, 5, 0], masks=kind == "mask", keypoints=kind == "keypoint")
     take_everything(model, images, G)
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
         ref, got, ref_state, got_state = training_losses(model, static, images, targets, G)
@@ -51,7 +52,7 @@ def test_padding_is_ignored(tv):
     assert_losses_equal(losses[0], losses[1])
 
 
-@pytest.mark.parametrize("kind", ["faster", "mask"])
+@pytest.mark.parametrize("kind", ["faster", "mask", "keypoint"])
 def test_detections_equal_torchvision(tv, kind):
     model = tiny_model(kind).eval()
     static = sf_det.make_static(model, (H, W), G)
@@ -66,6 +67,9 @@ def test_detections_equal_torchvision(tv, kind):
     valid = out["valid"]
     assert torch.equal(valid, valid.sort(dim=1, descending=True, stable=True).values)
     assert not out["scores"][~valid].any() and not out["boxes"][~valid].any()
+    for key in ("masks", "mask_probs", "keypoints", "keypoints_scores"):
+        if key in out:
+            assert not out[key][~valid].any(), key
 
 
 def test_normal_sampling_obeys_the_quotas(tv, monkeypatch):
@@ -152,8 +156,8 @@ MODEL = "syncfree.detection.StaticRCNN: "
 def test_make_static_errors(tv):
     model = tiny_model("faster")
     cases = [
-        ((nn.Linear(2, 2), (H, W), G), TypeError, MAKE + "model must be a torchvision FasterRCNN or MaskRCNN"),
-        ((tiny_model("keypoint"), (H, W), G), NotImplementedError, MAKE + "keypoint heads"),
+        ((nn.Linear(2, 2), (H, W), G), TypeError,
+         MAKE + "model must be a torchvision FasterRCNN, MaskRCNN or KeypointRCNN"),
         ((model, (100, 128), G), ValueError, MAKE + "image_size must be positive multiples of 32"),
         ((model, 128, G), TypeError, MAKE + "image_size must be a pair of ints"),
         ((model, (H, W), 0), ValueError, MAKE + "max_boxes must be >= 1, got 0"),
@@ -186,6 +190,24 @@ def test_static_model_input_errors(tv):
         assert str(info.value).startswith(MODEL + message), str(info.value)
 
 
+def test_static_keypoint_model_input_errors(tv):
+    static = sf_det.make_static(tiny_model("keypoint"), (H, W), G).train()
+    images, targets = make_batch(6, [1, 2], keypoints=True)
+    padded = sf_det.pad_targets(targets, G)
+    cases = [
+        ({k: v for k, v in padded.items() if k != "keypoints"}, ValueError, "targets has no 'keypoints' "
+                                                                           "(expected [2, 6, 17, 3])"),
+        (dict(padded, keypoints=padded["keypoints"][:, :, :5]), ValueError,
+         "targets['keypoints'] must be [2, 6, 17, 3], got [2, 6, 5, 3]"),
+        (dict(padded, keypoints=padded["keypoints"].long()), TypeError,
+         "targets['keypoints'] must be floating point, got torch.int64"),
+    ]
+    for target, error, message in cases:
+        with pytest.raises(error) as info:
+            static(images, target)
+        assert str(info.value).startswith(MODEL + message), str(info.value)
+
+
 def test_one_switch_sets_both_models_modes(tv):
     """static.train() / .eval() also switch the torchvision model's own flag;
     switching the torchvision model afterwards is an error at the static
@@ -215,7 +237,7 @@ DATA_DEPENDENT = {"nonzero", "_local_scalar_dense", "masked_select", "unique", "
 HOST_DATA = {"lift_fresh", "lift_fresh_copy"}  # torch.tensor(python data): a host-to-device copy on CUDA
 
 
-@pytest.mark.parametrize("kind", ["faster", "mask"])
+@pytest.mark.parametrize("kind", ["faster", "mask", "keypoint"])
 def test_step_has_no_data_dependent_operator(tv, kind):
     """The training step (forward and backward) and the detection step call no
     operator whose output shape or host value depends on the data (``nonzero``,
@@ -235,7 +257,7 @@ def test_step_has_no_data_dependent_operator(tv, kind):
 
     model = tiny_model(kind, batch_norm_head=kind == "faster")
     static = sf_det.make_static(model, (H, W), G).train()
-    images, targets = make_batch(7, [2, 0], masks=kind == "mask")
+    images, targets = make_batch(7, [2, 0], masks=kind == "mask", keypoints=kind == "keypoint")
     padded = sf_det.pad_targets(targets, G)
     with Record() as record:
         sum(static(images, padded).values()).backward()

@@ -62,3 +62,61 @@ def test_masked_batch_norm_equals_batch_norm_on_the_valid_rows():
     masked_batch_norm(bn, x, torch.zeros_like(valid))
     torch.testing.assert_close(bn.running_mean, before["running_mean"])
     torch.testing.assert_close(bn.running_var, before["running_var"])
+
+
+def _keypoint_case(seed, n, dtype):
+    gen = torch.Generator().manual_seed(seed)
+    maps = torch.randn(n, 17, 56, 56, generator=gen).to(dtype)
+    size = (96, 128)
+    xy = torch.rand(n, 2, generator=gen) * 110
+    wh = torch.rand(n, 2, generator=gen) ** 2 * 120  # from under a pixel to the whole image
+    boxes = torch.cat([xy, xy + wh], 1)
+    boxes[:, 0::2] = boxes[:, 0::2].clamp(0, size[1])  # clipped to the image, as detections are
+    boxes[:, 1::2] = boxes[:, 1::2].clamp(0, size[0])
+    boxes[0] = torch.tensor([0.0, 0.0, 128.0, 96.0])  # the whole image
+    boxes[1] = torch.tensor([10.0, 10.0, 66.0, 66.0])  # resized to 56 x 56: a copy
+    boxes[2] = torch.tensor([5.0, 5.0, 5.0, 5.0])  # empty (at least 1 x 1)
+    return maps, boxes.to(dtype), size
+
+
+def test_heatmaps_to_keypoints_equals_torchvision(tv):
+    """The same heatmap cell for every keypoint (its position exactly), the
+    score up to the rounding of PyTorch's float32 bicubic kernel, whose
+    operations a composition of tensor operations cannot repeat bit for bit;
+    in float64 the scores are equal too. Several chunks."""
+    from torchvision.models.detection.roi_heads import heatmaps_to_keypoints as reference
+
+    from syncfree.detection.roi_heads import heatmaps_to_keypoints
+
+    for dtype in (torch.float32, torch.float64):
+        maps, boxes, size = _keypoint_case(4, 200, dtype)
+        ref_kp, ref_scores = reference(maps, boxes)
+        got_kp, got_scores = heatmaps_to_keypoints(maps, boxes, size, chunk_elements=1 << 22)
+        assert got_kp.dtype == ref_kp.dtype == torch.float32 and got_kp.shape == (200, 17, 3)
+        assert torch.equal(got_kp, ref_kp), dtype
+        if dtype == torch.float64:
+            assert torch.equal(got_scores, ref_scores)
+        else:
+            torch.testing.assert_close(got_scores, ref_scores, atol=1e-5, rtol=1e-5)
+
+
+def test_keypoints_to_heatmap_equals_torchvision(tv):
+    from torchvision.models.detection.roi_heads import keypoints_to_heatmap as reference
+
+    from syncfree.detection.roi_heads import keypoints_to_heatmap
+
+    gen = torch.Generator().manual_seed(5)
+    n = 50
+    xy = torch.rand(n, 2, generator=gen) * 100
+    boxes = torch.cat([xy, xy + torch.rand(n, 2, generator=gen) * 60 + 1], 1)
+    # keypoints inside, outside, on the right and bottom edges; some invisible
+    u = torch.rand(n, 17, 2, generator=gen) * 1.4 - 0.2
+    u[:, 0, 0] = 1.0
+    u[:, 1, 1] = 1.0
+    u[:, 2] = 0.0
+    kp = torch.cat([boxes[:, None, :2] + u * (boxes[:, None, 2:] - boxes[:, None, :2]),
+                    (torch.rand(n, 17, 1, generator=gen) > 0.3).float()], -1)
+    ref = reference(kp, boxes, 56)
+    got = keypoints_to_heatmap(kp, boxes, 56)
+    assert torch.equal(got[0], ref[0]) and torch.equal(got[1], ref[1])
+    assert 0 < int(ref[1].sum()) < ref[1].numel()  # both kinds present

@@ -2,8 +2,8 @@
 StaticCollate resizes like torchvision's transform and pads into a canvas; the
 static model given ``image_sizes`` equals torchvision on batches whose images
 differ in size and aspect ratio (losses with deterministic sampling,
-detections); postprocess maps boxes to the original sizes as torchvision
-does; the errors name the image."""
+detections); postprocess maps boxes, keypoints and masks to the original
+sizes as torchvision does; the errors name the image."""
 import copy
 
 import pytest
@@ -33,7 +33,7 @@ def test_collate_resizes_and_pads_like_torchvisions_transform(tv):
     from torchvision.models.detection.transform import GeneralizedRCNNTransform
 
     transform = GeneralizedRCNNTransform(128, 256, [0.0] * 3, [1.0] * 3).eval()
-    items = sized_batch(0, [(64, 100), (300, 200), (128, 128)], [2, 1, 3], masks=True)
+    items = sized_batch(0, [(64, 100), (300, 200), (128, 128)], [2, 1, 3], masks=True, keypoints=True)
     collate = sf_det.StaticCollate(canvas=(256, 256), max_boxes=G, min_size=128, max_size=256)
     batch = collate(items)
     assert batch["images"].shape == (3, 3, 256, 256)
@@ -46,6 +46,8 @@ def test_collate_resizes_and_pads_like_torchvisions_transform(tv):
         assert not batch["images"][i, :, h:].any() and not batch["images"][i, :, :, w:].any()
         n = target["boxes"].shape[0]
         assert torch.equal(batch["targets"]["boxes"][i, :n], ref_target["boxes"])
+        assert torch.equal(batch["targets"]["keypoints"][i, :n], ref_target["keypoints"])
+        assert not batch["targets"]["keypoints"][i, n:].any()
         assert torch.equal(batch["targets"]["labels"][i, :n], target["labels"])
         assert (batch["targets"]["labels"][i, n:] == -1).all()
         masks = batch["targets"]["masks"][i, :n]
@@ -63,10 +65,10 @@ def test_collate_from_model_reads_the_models_settings(tv):
     assert "canvas=(160, 224)" in repr(collate)
 
 
-@pytest.mark.parametrize("kind", ["faster", "mask"])
+@pytest.mark.parametrize("kind", ["faster", "mask", "keypoint"])
 def test_training_losses_equal_torchvision_on_images_of_different_sizes(tv, kind):
     model = resizing_model(kind)
-    items = sized_batch(1, SIZES, [3, 5, 0], masks=kind == "mask")
+    items = sized_batch(1, SIZES, [3, 5, 0], masks=kind == "mask", keypoints=kind == "keypoint")
     batch = sf_det.StaticCollate.from_model(model, CANVAS, G)(items)
     static = sf_det.make_static(model, CANVAS, G).train()
     take_everything(model, batch["images"], G)
@@ -77,7 +79,7 @@ def test_training_losses_equal_torchvision_on_images_of_different_sizes(tv, kind
     assert any(abs(full[k].item() - ref[k].item()) > 1e-4 * abs(ref[k].item()) for k in ref)
 
 
-@pytest.mark.parametrize("kind", ["faster", "mask"])
+@pytest.mark.parametrize("kind", ["faster", "mask", "keypoint"])
 def test_detections_equal_torchvision_on_images_of_different_sizes(tv, kind):
     model = resizing_model(kind).eval()
     items = sized_batch(2, SIZES, [0, 0, 0])
@@ -95,6 +97,40 @@ def test_detections_equal_torchvision_on_images_of_different_sizes(tv, kind):
     assert_detections_equal(ref, got)
     for g, (h, w) in zip(got, SIZES):  # inside each image, not only inside the canvas
         assert (g["boxes"][:, 0::2] <= w).all() and (g["boxes"][:, 1::2] <= h).all()
+
+
+@pytest.mark.parametrize("kind", ["faster", "mask", "keypoint"])
+def test_detections_at_the_original_sizes_equal_torchvision(tv, kind):
+    """Images that torchvision's transform resizes (up and down): the static
+    model's detections, through postprocess, equal torchvision's model output
+    at each image's original size (boxes, keypoints, masks pasted into the
+    original image) up to the float rounding of resizing before normalizing
+    (torchvision normalizes first). test_coco.py shows the COCO metrics of
+    such images equal."""
+    model = resizing_model(kind).eval()
+    sizes = [(64, 100), (300, 200), (100, 90)]  # resized to 128 x 200, 192 x 128, 142 x 128
+    canvas = (192, 224)  # torchvision's padded batch
+    images = [image for image, _ in sized_batch(7, sizes, [0, 0, 0])]
+    batch = sf_det.StaticCollate.from_model(model, canvas, G)(images)
+    static = sf_det.make_static(model, canvas, G)
+    with torch.no_grad():
+        ref = model(images)
+        out = static(batch["images"], image_sizes=batch["image_sizes"])
+    assert all(len(r["scores"]) > 0 for r in ref)  # the comparison compares something
+    mapped = sf_det.postprocess(out, batch["image_sizes"], batch["original_image_sizes"])
+    if kind == "mask":
+        assert "mask_probs" not in mapped and mapped["masks"].shape[-2:] == (300, 200)
+    if kind == "mask":  # each image's original size, zeros beyond
+        for masks, (h, w) in zip(mapped["masks"], sizes):
+            assert not masks[..., h:, :].any() and not masks[..., :, w:].any()
+    got = sf_det.to_torchvision(mapped, batch["original_image_sizes"])  # masks cropped to each image
+    # The images were resized: up to float rounding (see assert_detections_equal).
+    assert_detections_equal(ref, got, rounding=True)
+    if kind == "mask":  # a fixed original canvas: the same masks in a larger frame
+        framed = sf_det.postprocess(out, batch["image_sizes"], batch["original_image_sizes"], (320, 240))
+        assert framed["masks"].shape[-2:] == (320, 240)
+        assert torch.equal(framed["masks"][..., :300, :200], mapped["masks"])
+        assert not framed["masks"][..., 300:, :].any() and not framed["masks"][..., 200:].any()
 
 
 def test_postprocess_maps_boxes_to_the_original_sizes_as_torchvision(tv):
@@ -116,8 +152,13 @@ def test_postprocess_maps_boxes_to_the_original_sizes_as_torchvision(tv):
         for i in range(2):
             ref = resize_boxes(boxes[i].to(dtype), image_sizes[i].tolist(), originals[i].tolist())
             assert torch.equal(low[i], ref)
-    with pytest.raises(NotImplementedError, match="^syncfree.detection.postprocess: masks at the original"):
+    post = "^syncfree.detection.postprocess: "
+    with pytest.raises(ValueError, match=post + "output has masks but no mask_probs"):
         sf_det.postprocess(dict(out, masks=torch.zeros(2, 5, 1, 8, 8)), image_sizes, originals)
+    with pytest.raises(ValueError, match=post + r"original_image_sizes must be a \[2, 2\] tensor"):
+        sf_det.postprocess(out, image_sizes, originals[:1])
+    with pytest.raises(ValueError, match=post + "original_canvas must be a pair of positive ints"):
+        sf_det.postprocess(dict(out, mask_probs=torch.zeros(2, 5, 1, 8, 8)), image_sizes, originals, (64,))
 
 
 def test_image_sizes_compile_to_one_graph_for_batches_of_any_sizes(tv, fresh_dynamo):
@@ -197,6 +238,12 @@ def test_pad_targets_and_to_torchvision(tv):
         assert (padded["labels"][i, n:] == -1).all() and not padded["boxes"][i, n:].any()
     without_masks = sf_det.pad_targets([{k: v for k, v in t.items() if k != "masks"} for t in targets], 5)
     assert set(without_masks) == {"boxes", "labels"}
+    _, with_keypoints = make_batch(5, [2, 0, 4], keypoints=True)
+    padded_kp = sf_det.pad_targets(with_keypoints, 4)["keypoints"]
+    assert padded_kp.shape == (3, 4, 17, 3) and padded_kp.dtype == torch.float32
+    for i, t in enumerate(with_keypoints):
+        n = len(t["labels"])
+        assert torch.equal(padded_kp[i, :n], t["keypoints"]) and not padded_kp[i, n:].any()
     # to_torchvision keeps the valid slots, in order.
     output = {"boxes": padded["boxes"], "labels": padded["labels"], "scores": padded["labels"].float(),
               "valid": padded["labels"] >= 0}
@@ -223,6 +270,17 @@ PAD = "syncfree.detection.pad_targets: "
     ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "masks": torch.zeros(1, 8, 8)},
       {"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "masks": torch.zeros(1, 8, 9)}], 2, ValueError,
      "targets[1]['masks'] must be [1, 8, 8]"),
+    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1])},
+      {"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "masks": torch.zeros(1, 8, 8)}], 2, ValueError,
+     "targets[1] has 'masks' but targets[0] has none"),
+    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "keypoints": torch.zeros(1, 17, 3)},
+      {"boxes": torch.zeros(1, 4), "labels": torch.tensor([1])}], 2, ValueError,
+     "targets[0] has 'keypoints' but targets[1] has none"),
+    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "keypoints": torch.zeros(1, 17, 3)},
+      {"boxes": torch.zeros(2, 4), "labels": torch.tensor([1, 1]), "keypoints": torch.zeros(2, 16, 3)}], 2,
+     ValueError, "targets[1]['keypoints'] must be [2, 17, 3]"),
+    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "keypoints": torch.zeros(1, 17, 2)}], 2,
+     ValueError, "targets[0]['keypoints'] must be a float [G, K, 3] tensor"),
 ])
 def test_pad_targets_errors(targets, max_boxes, error, message):
     with pytest.raises(error) as info:
