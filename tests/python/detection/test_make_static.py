@@ -5,6 +5,9 @@ parts are tested beside their modules (test_boxes.py, test_matching.py,
 test_roi_heads.py, test_transform.py); the four named torchvision models,
 compiled and exported, in test_torchvision_models.py."""
 import copy
+import os
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -151,6 +154,49 @@ def test_shares_the_modules_and_state_dict(tv):
 
 MAKE = "syncfree.detection.make_static: "
 MODEL = "syncfree.detection.StaticRCNN: "
+
+
+LOADER = """
+import sys, torch
+import syncfree      # its operators (syncfree::nms)
+import torchvision   # torchvision::roi_align, which the RoI poolers call
+program = torch.export.load(sys.argv[1])
+out = program.module()(torch.load(sys.argv[2]))
+torch.save(out, sys.argv[3])
+"""
+
+
+@pytest.mark.parametrize("kind", ["mask", "keypoint"])
+def test_exported_model_loads_in_a_new_process(tv, tmp_path, kind):
+    """What an exported static model needs where it is loaded: ``import
+    syncfree`` and ``import torchvision`` (for ``torchvision::roi_align``;
+    docs/detection.md says so), nothing else of the code that built it. The
+    loaded program gives the eager model's outputs."""
+    model = tiny_model(kind).eval()
+    static = sf_det.make_static(model, (H, W), G).eval()
+    images, _ = make_batch(3, [0, 0])
+    program = torch.export.export(static, (images,))
+    targets = {str(n.target).split(".")[0] for n in program.graph.nodes
+               if n.op == "call_function" and not str(n.target).startswith(("aten.", "<"))}
+    assert targets == {"syncfree", "torchvision"}, targets  # what the docs list
+    paths = [str(tmp_path / name) for name in ("model.pt2", "images.pt", "out.pt")]
+    torch.export.save(program, paths[0])
+    torch.save(images, paths[1])
+    import syncfree
+
+    env = dict(os.environ)
+    package_root = os.path.dirname(os.path.dirname(os.path.abspath(syncfree.__file__)))
+    env["PYTHONPATH"] = os.pathsep.join([package_root] + [p for p in [env.get("PYTHONPATH")] if p])
+    proc = subprocess.run([sys.executable, "-c", LOADER, *paths], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    loaded = torch.load(paths[2])
+    with torch.no_grad():
+        eager = static(images)
+    assert set(loaded) == set(eager)
+    for key in eager:
+        torch.testing.assert_close(loaded[key], eager[key], rtol=0, atol=0)
+    assert eager["valid"].any()
 
 
 def test_make_static_errors(tv):

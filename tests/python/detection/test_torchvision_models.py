@@ -18,7 +18,7 @@ from helpers.detection import (H, W, assert_detections_equal, assert_losses_equa
 pytestmark = [pytest.mark.models, pytest.mark.usefixtures("fresh_dynamo")]  # fresh_dynamo: tests/python/conftest.py
 
 MODELS = ["fasterrcnn_resnet50_fpn", "fasterrcnn_resnet50_fpn_v2", "fasterrcnn_mobilenet_v3_large_fpn",
-          "maskrcnn_resnet50_fpn"]
+          "maskrcnn_resnet50_fpn", "keypointrcnn_resnet50_fpn"]
 G = 6
 
 
@@ -35,11 +35,23 @@ def one_thread():
     torch.set_num_threads(threads)
 
 
+# Keypoint R-CNN's keypoint head (eight 512-channel convolutions per RoI)
+# runs on every slot the static model has for it: the detections in eval,
+# int(batch_size_per_image * positive_fraction) positives per image in
+# training. Fewer of both keep its tests in seconds rather than minutes.
+SETTINGS = {"keypointrcnn_resnet50_fpn": dict(box_detections_per_img=20, box_batch_size_per_image=64)}
+
+
+def build(name, **kwargs):
+    return named_model(name, **{**SETTINGS.get(name, {}), **kwargs})
+
+
 # The RPN keeps 300 proposals per image in training (torchvision's default,
 # 2000, is kept by the other tests): with deterministic sampling every
 # proposal goes through the RoI heads, Mask R-CNN's mask head included, and
 # 2000 of them made Mask R-CNN's test alone take 85 s on 2 cores.
 LOSS_TEST_POST_NMS = 300
+LOSS_TEST_POST_NMS_KEYPOINT = 100  # and so many keypoint slots (deterministic sampling takes them all)
 
 
 # The equality tests: two images of different sizes and aspect ratios that
@@ -57,9 +69,10 @@ def sized(model):
 
 @pytest.mark.parametrize("name", MODELS)
 def test_training_losses_equal_torchvision(name):
-    model = sized(named_model(name, rpn_post_nms_top_n_train=LOSS_TEST_POST_NMS))
+    post_nms = LOSS_TEST_POST_NMS_KEYPOINT if "keypoint" in name else LOSS_TEST_POST_NMS
+    model = sized(build(name, rpn_post_nms_top_n_train=post_nms))
     static = sf_det.make_static(model, CANVAS, G)
-    items = sized_batch(1, SIZES, [3, 5], masks="mask" in name)
+    items = sized_batch(1, SIZES, [3, 5], masks="mask" in name, keypoints="keypoint" in name)
     batch = sf_det.StaticCollate.from_model(model, CANVAS, G)(items)
     take_everything(model, batch["images"], G)
     ref, got, ref_state, got_state = sized_training_losses(model, static, items, batch)
@@ -71,7 +84,7 @@ def test_training_losses_equal_torchvision(name):
 @pytest.mark.parametrize("name", MODELS)
 def test_detections_equal_torchvision(name):
     images = [image for image, _ in sized_batch(2, SIZES, [0, 0])]
-    model = sized(named_model(name))
+    model = sized(build(name))
     batch = sf_det.StaticCollate.from_model(model, CANVAS, G)(images)
     model = calibrate_batch_norm(model, batch["images"]).eval()
     static = sf_det.make_static(model, CANVAS, G)
@@ -123,7 +136,7 @@ def test_training_step_is_one_graph_without_recompiling(name):
     tested by test_ddp.py (aot_eager) and inductor's by
     bench/detection_bench.py (minutes per model on 2 cores)."""
     needs_autograd_tracing()
-    model = named_model(name)
+    model = build(name)
     static = sf_det.make_static(model, (H, W), G).train()
     counter = torch._dynamo.testing.CompileCounterWithBackend("eager")
     step = torch.compile(sgd_step(static, lr=1e-3), backend=counter, fullgraph=True)
@@ -131,21 +144,22 @@ def test_training_step_is_one_graph_without_recompiling(name):
     with torch._dynamo.config.patch(trace_autograd_ops=True):
         results = []
         for i, counts in enumerate([[3, 5], [6, 1], [0, 2]]):  # padding changes, shapes do not
-            images, targets = make_batch(10 + i, counts, masks="mask" in name)
+            images, targets = make_batch(10 + i, counts, masks="mask" in name, keypoints="keypoint" in name)
             with torch._dynamo.config.patch(error_on_recompile=i > 0):
                 results.append(step(images, sf_det.pad_targets(targets, G)))
     assert counter.frame_count == 1
     keys = {"loss_classifier", "loss_box_reg", "loss_objectness", "loss_rpn_box_reg"}
     for loss, losses in results:
         assert torch.isfinite(loss)
-        assert set(losses) == (keys | {"loss_mask"} if "mask" in name else keys)
+        extra = {"loss_mask"} if "mask" in name else {"loss_keypoint"} if "keypoint" in name else set()
+        assert set(losses) == keys | extra
     changed = [not torch.equal(b, p) for b, p in zip(before, static.parameters()) if p.requires_grad]
     assert sum(changed) > 0.9 * len(changed)  # the update reached the parameters
 
 
 @pytest.mark.parametrize("name", MODELS)
 def test_eval_model_exports(name):
-    model = named_model(name).eval()
+    model = build(name).eval()
     static = sf_det.make_static(model, (H, W), G).eval()
     images, _ = make_batch(3, [0, 0])
     program = torch.export.export(static, (images,))
@@ -165,7 +179,7 @@ def test_explain_counts_no_graph_break_in_the_static_step():
     some (the measurement can see them)."""
     needs_autograd_tracing()
     name = "fasterrcnn_mobilenet_v3_large_fpn"
-    model = named_model(name).train()
+    model = build(name).train()
     static = sf_det.make_static(model, (H, W), G).train()
     images, targets = make_batch(4, [3, 2])
     padded = sf_det.pad_targets(targets, G)
