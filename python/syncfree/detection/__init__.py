@@ -1,5 +1,5 @@
-"""Static-shape detection: torchvision's Faster R-CNN and Mask R-CNN with a
-training and inference step of fixed shapes (one graph under
+"""Static-shape detection: torchvision's Faster R-CNN, Mask R-CNN and Keypoint
+R-CNN with a training and inference step of fixed shapes (one graph under
 ``torch.compile``, no host-device synchronization), equal to torchvision's
 on the valid part.
 
@@ -15,10 +15,11 @@ The modules are named after torchvision's, to be read beside them:
 - ``matching``: the matcher and the sampler (``detection._utils``);
 - ``poolers``: multi-level RoI Align (``torchvision.ops.poolers``);
 - ``rpn``: the region proposal network's steps (``detection.rpn``);
-- ``roi_heads``: training samples, losses, post-processing, mask pasting
-  (``detection.roi_heads``);
-- ``transform``: target padding, normalization, the output as torchvision's
-  (``detection.transform``);
+- ``roi_heads``: training samples, losses, post-processing, mask pasting,
+  heatmaps to keypoints (``detection.roi_heads``);
+- ``transform``: resizing into a canvas (:class:`StaticCollate`), target
+  padding, normalization, the output at the original sizes and as
+  torchvision's (``detection.transform``);
 - ``generalized_rcnn``: the model and :func:`make_static`
   (``detection.generalized_rcnn``).
 
