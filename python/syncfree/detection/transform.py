@@ -233,10 +233,13 @@ class StaticCollate:
 
     ``batch`` is a list of ``(image, target)`` pairs (``image [3, h, w]``
     float, ``target`` torchvision's dict: ``boxes [G, 4]``, ``labels [G]``,
-    ``masks [G, h, w]``; or ``None``, for evaluation). Each image and its
-    targets are resized with torchvision's own function and rule (the scale
-    ``min(min_size / min(h, w), max_size / max(h, w))``, bilinear
-    interpolation, boxes scaled, masks nearest), as
+    ``masks [G, h, w]``, ``keypoints [G, K, 3]``; or ``None``, for
+    evaluation). A target with neither ``boxes`` nor ``labels`` is an image
+    without objects (torchvision's COCO wrapper gives such images a dict
+    with ``image_id`` alone). Each image and its targets are resized with
+    torchvision's own function and rule (the scale ``min(min_size / min(h,
+    w), max_size / max(h, w))``, bilinear interpolation, boxes and
+    keypoints scaled, masks nearest), as
     ``GeneralizedRCNNTransform`` resizes them in evaluation (in training it
     draws ``min_size`` from its tuple; give one ``min_size`` per collate, and
     one static model per canvas, for multi-scale training). The resized image
@@ -244,10 +247,15 @@ class StaticCollate:
 
     Returns a dict: ``images [B, 3, H, W]``, ``targets`` (:func:`pad_targets`'
     dict, masks in the canvas) when targets are given, ``image_sizes [B, 2]``
-    (the resized sizes, int64: the model's ``image_sizes``) and
-    ``original_image_sizes [B, 2]`` (for :func:`postprocess`).
+    (the resized sizes, int64: the model's ``image_sizes``),
+    ``original_image_sizes [B, 2]`` (for :func:`postprocess`) and, when
+    every target has an ``image_id``, ``image_ids`` (a list, for COCO
+    results). Like torchvision's model, it keeps crowd annotations and
+    boxes of zero width or height: filter them in the data set, as
+    torchvision's reference scripts do.
 
-    Errors name the image: one whose resized size does not fit the canvas,
+    Errors name the image (its position in the batch, and its
+    ``image_id`` when the target has one): one whose resized size does not fit the canvas,
     more than ``max_boxes`` boxes, a label outside ``[1, num_classes)`` when
     ``num_classes`` is given (the model's number of classes, background
     included), a target with masks beside one without. A mask target is
@@ -305,36 +313,46 @@ class StaticCollate:
         height, width = self.canvas
         items = [(item[0], item[1]) if isinstance(item, (tuple, list)) and len(item) == 2 else (item, None)
                  for item in batch]
+
+        def name(i: int) -> str:  # the position in the batch, and the data set's id when the target has one
+            target = items[i][1]
+            if isinstance(target, dict) and "image_id" in target:
+                return f"image {i} (image_id {_plain(target['image_id'])})"
+            return f"image {i}"
+
         for i, (image, target) in enumerate(items):
             if not isinstance(image, Tensor) or image.dim() != 3 or image.shape[0] != 3 \
                     or not image.is_floating_point():
-                raise ValueError(f"{_STATIC_COLLATE}: image {i} must be a float [3, h, w] tensor (items: images "
+                raise ValueError(f"{_STATIC_COLLATE}: {name(i)} must be a float [3, h, w] tensor (items: images "
                                  f"or (image, target) pairs), got {type(image).__name__} "
                                  f"{list(getattr(image, 'shape', []))} {getattr(image, 'dtype', '')}")
-            if target is not None and (not isinstance(target, dict) or "boxes" not in target
-                                       or "labels" not in target):
-                raise ValueError(f"{_STATIC_COLLATE}: image {i}'s target must be a dict with 'boxes' and "
-                                 f"'labels' (torchvision's format), got {type(target).__name__}")
+            if target is not None and (not isinstance(target, dict) or ("boxes" in target) != ("labels" in target)):
+                got = sorted(target) if isinstance(target, dict) else type(target).__name__
+                raise ValueError(f"{_STATIC_COLLATE}: {name(i)}'s target must be a dict with 'boxes' and "
+                                 f"'labels' (torchvision's format; neither: no objects), got {got}")
         first = items[0][0]
         images = torch.zeros((len(batch), 3, height, width), dtype=first.dtype, device=first.device)
         sizes, originals, targets = [], [], []
-        extras = [key for key in ("masks", "keypoints") if items[0][1] is not None and key in items[0][1]]
+        with_objects = [t for _, t in items if t is not None and "boxes" in t]
+        extras = [key for key in ("masks", "keypoints") if with_objects and key in with_objects[0]]
         for i, (image, target) in enumerate(items):
             if image.dtype != first.dtype or image.device != first.device:
-                raise ValueError(f"{_STATIC_COLLATE}: image {i} is {image.dtype} on {image.device}, image 0 "
+                raise ValueError(f"{_STATIC_COLLATE}: {name(i)} is {image.dtype} on {image.device}, image 0 "
                                  f"{first.dtype} on {first.device}")
             original = (int(image.shape[-2]), int(image.shape[-1]))
             if target is not None:
                 target = {k: v.to(image.device) if isinstance(v, Tensor) else v for k, v in target.items()}
+                if "boxes" not in target:  # an image without objects (torchvision's COCO wrapper's target)
+                    target.update(_no_objects(with_objects, original, image))
                 for key in ("masks", "keypoints"):
                     if (key in target) != (key in extras):
-                        raise ValueError(f"{_STATIC_COLLATE}: image {i}'s target "
+                        raise ValueError(f"{_STATIC_COLLATE}: {name(i)}'s target "
                                          f"{'has' if key in target else 'has no'} {key}, image 0's "
                                          f"{'has' if key in extras else 'has no'}")
             resized, target = _resize_image_and_masks(image, self.min_size, self.max_size, target)
             h, w = int(resized.shape[-2]), int(resized.shape[-1])
             if h > height or w > width:
-                raise ValueError(f"{_STATIC_COLLATE}: image {i} ({original[0]}x{original[1]}) is resized to "
+                raise ValueError(f"{_STATIC_COLLATE}: {name(i)} ({original[0]}x{original[1]}) is resized to "
                                  f"{h}x{w}, which does not fit the canvas {height}x{width}")
             images[i, :, :h, :w] = resized
             sizes.append((h, w))
@@ -348,7 +366,7 @@ class StaticCollate:
                     bad = (labels < 1) | (labels >= self.num_classes)
                     if bool(bad.any()):
                         j = int(bad.nonzero()[0, 0])
-                        raise ValueError(f"{_STATIC_COLLATE}: image {i}, box {j}: label {int(labels[j])} is "
+                        raise ValueError(f"{_STATIC_COLLATE}: {name(i)}, box {j}: label {int(labels[j])} is "
                                          f"outside [1, {self.num_classes}) (the model's classes; 0 is the "
                                          "background)")
                 if "masks" in target:
@@ -362,8 +380,28 @@ class StaticCollate:
         if targets:
             if len(targets) != len(batch):
                 raise ValueError(f"{_STATIC_COLLATE}: some images have targets and some do not")
-            out["targets"] = _pad_targets(targets, self.max_boxes, _STATIC_COLLATE, lambda i: f"image {i}")
+            out["targets"] = _pad_targets(targets, self.max_boxes, _STATIC_COLLATE, name)
+        if all(t is not None and "image_id" in t for _, t in items):
+            out["image_ids"] = [_plain(t["image_id"]) for _, t in items]
         return out
+
+
+def _plain(value: Any) -> Any:
+    """A one-element tensor as a Python number (image ids), anything else as it is."""
+    return value.item() if isinstance(value, Tensor) and value.numel() == 1 else value
+
+
+def _no_objects(with_objects: List[Dict[str, Tensor]], size: Tuple[int, int], image: Tensor) -> Dict[str, Tensor]:
+    """The target entries of an image without objects: no boxes, no labels,
+    and no masks or keypoints where the batch's other targets have them."""
+    out = {"boxes": torch.zeros((0, 4), dtype=image.dtype, device=image.device),
+           "labels": torch.zeros((0,), dtype=torch.int64, device=image.device)}
+    if with_objects and "masks" in with_objects[0]:
+        out["masks"] = torch.zeros((0,) + tuple(size), dtype=with_objects[0]["masks"].dtype, device=image.device)
+    if with_objects and "keypoints" in with_objects[0]:
+        kp = with_objects[0]["keypoints"]
+        out["keypoints"] = torch.zeros((0,) + tuple(kp.shape[1:]), dtype=kp.dtype, device=image.device)
+    return out
 
 
 def _pad_mask(masks: Tensor, canvas: Tuple[int, int]) -> Tensor:

@@ -180,6 +180,31 @@ def test_image_sizes_compile_to_one_graph_for_batches_of_any_sizes(tv, fresh_dyn
 COLLATE = "syncfree.detection.StaticCollate: "
 
 
+def test_collate_takes_images_without_objects_and_passes_image_ids(tv):
+    """A target with neither boxes nor labels (torchvision's COCO wrapper's
+    target of an image without annotations) is an image without objects,
+    with empty masks and keypoints where the others have them; image ids
+    come back in order (for COCO results) and name the image in errors."""
+    items = sized_batch(0, [(64, 100), (128, 128)], [2, 1], masks=True, keypoints=True)
+    items[0][1]["image_id"] = 7
+    items[1][1]["image_id"] = torch.tensor(8)
+    items.insert(0, (torch.rand(3, 90, 90), {"image_id": 9}))
+    collate = sf_det.StaticCollate(canvas=(256, 256), max_boxes=4, min_size=128, max_size=256, num_classes=4)
+    batch = collate(items)
+    assert batch["image_ids"] == [9, 7, 8]
+    targets = batch["targets"]
+    assert (targets["labels"][0] == -1).all() and not targets["boxes"][0].any()
+    assert not targets["masks"][0].any() and not targets["keypoints"][0].any()
+    assert (targets["labels"][1, :2] > 0).all() and (targets["labels"][1, 2:] == -1).all()
+    assert "image_ids" not in collate([image for image, _ in items])  # no targets, no ids
+    items[2][1]["labels"][0] = 9
+    with pytest.raises(ValueError, match="^" + COLLATE + r"image 2 \(image_id 8\), box 0: label 9 is outside"):
+        collate(items)
+    with pytest.raises(ValueError, match="^" + COLLATE + r"image 0 \(image_id 3\)'s target must be a dict with "
+                                         r"'boxes' and 'labels' .*got \['boxes', 'image_id'\]$"):
+        collate([(torch.rand(3, 90, 90), {"image_id": 3, "boxes": torch.zeros(0, 4)})])
+
+
 def test_collate_errors_name_the_image(tv):
     collate = sf_det.StaticCollate(canvas=CANVAS, max_boxes=2, min_size=128, max_size=256, num_classes=4)
     items = sized_batch(4, SIZES, [1, 1, 1])
