@@ -10,19 +10,30 @@ import torch
 from torch import Tensor
 
 
+def _upcast(t: Tensor) -> Tensor:
+    """torchvision's ``_upcast``: float16 and bfloat16 to float32 (so that
+    areas and intersections do not overflow or round coarsely)."""
+    if t.is_floating_point() and t.dtype not in (torch.float32, torch.float64):
+        return t.float()
+    return t
+
+
 def box_area(boxes: Tensor) -> Tensor:
-    """torchvision's ``box_area``, over any leading dimensions."""
+    """torchvision's ``box_area``, over any leading dimensions (in float32
+    at least, as torchvision's)."""
+    boxes = _upcast(boxes)
     return (boxes[..., 2] - boxes[..., 0]) * (boxes[..., 3] - boxes[..., 1])
 
 
 def box_iou(boxes1: Tensor, boxes2: Tensor) -> Tensor:
     """IoU of ``[B, G, 4]`` and ``[B, N, 4]`` (or ``[N, 4]``) boxes: ``[B, G, N]``,
-    computed operation by operation as torchvision's ``box_iou`` computes it."""
+    computed operation by operation as torchvision's ``box_iou`` computes it
+    (areas and intersections of float16 and bfloat16 boxes in float32)."""
     area1 = box_area(boxes1)
     area2 = box_area(boxes2)
     lt = torch.max(boxes1[..., :, None, :2], boxes2[..., None, :, :2])
     rb = torch.min(boxes1[..., :, None, 2:], boxes2[..., None, :, 2:])
-    wh = (rb - lt).clamp(min=0)
+    wh = _upcast(rb - lt).clamp(min=0)
     inter = wh[..., 0] * wh[..., 1]
     union = area1[..., :, None] + area2[..., None, :] - inter
     return inter / union

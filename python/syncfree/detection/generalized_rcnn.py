@@ -129,7 +129,7 @@ class StaticRCNN(nn.Module):
             if self.has_keypoint:
                 expected["keypoints"] = (b, g, _num_keypoints(self.roi_heads), 3)
             for key, shape in expected.items():
-                wanted = [s if s >= 0 else "K" for s in shape]  # -1: any size
+                wanted = "[" + ", ".join(str(s) if s >= 0 else "K" for s in shape) + "]"  # -1: any size
                 if key not in targets:
                     raise ValueError(f"{_STATIC_MODEL}: targets has no '{key}' (expected {wanted})")
                 got = tuple(targets[key].shape)

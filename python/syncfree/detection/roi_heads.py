@@ -197,10 +197,19 @@ def heatmaps_to_keypoints(maps: Tensor, rois: Tensor, image_size: Tuple[int, int
     ``(H, W)`` (a box clipped to the image is no larger), with the same
     weights and taps as ``F.interpolate``, and the argmax is taken over the
     box's part of the grid: the same cell, in the same (row-major, first
-    maximum) order. The cost is ``N * K * H * W`` values, computed
-    ``chunk_elements`` at a time, instead of the sum of the boxes' areas."""
+    maximum) order. The boxes must lie in the image (detections are
+    clipped to it). The cost is ``N * K * H * W`` values, computed
+    ``chunk_elements`` at a time, instead of the sum of the boxes' areas.
+
+    Positions, weights and sums are in float32 at least, as PyTorch's
+    kernel computes them for bfloat16 and float16 maps, and the resized maps
+    are rounded to the maps' dtype before the argmax, as the kernel's output
+    is."""
     height, width = image_size
     n, k = maps.shape[0], maps.shape[1]
+    if n == 0:
+        return maps.new_zeros((0, k, 3), dtype=torch.float32), maps.new_zeros((0, k), dtype=torch.float32)
+    acc = torch.promote_types(maps.dtype, torch.float32)
     offset_x, offset_y = rois[:, 0], rois[:, 1]
     widths = (rois[:, 2] - rois[:, 0]).clamp(min=1)
     heights = (rois[:, 3] - rois[:, 1]).clamp(min=1)
@@ -208,15 +217,15 @@ def heatmaps_to_keypoints(maps: Tensor, rois: Tensor, image_size: Tuple[int, int
     heights_ceil = heights.ceil().clamp(max=height)
     width_correction = widths / widths_ceil
     height_correction = heights / heights_ceil
-    x_taps, x_weights = _bicubic_taps(widths_ceil.to(maps.dtype), width, maps.shape[-1])
-    y_taps, y_weights = _bicubic_taps(heights_ceil.to(maps.dtype), height, maps.shape[-2])
+    x_taps, x_weights = _bicubic_taps(widths_ceil.to(acc), width, maps.shape[-1])
+    y_taps, y_weights = _bicubic_taps(heights_ceil.to(acc), height, maps.shape[-2])
     cols = torch.arange(width, device=maps.device)
     rows = torch.arange(height, device=maps.device)
     step = max(1, chunk_elements // max(1, k * height * width))
     positions, scores = [], []
     for start in range(0, n, step):  # a fixed number of chunks of fixed sizes
         stop = min(n, start + step)
-        m = maps[start:stop]
+        m = maps[start:stop].to(acc)
         c = m.shape[0]
         # Along the width first, then along the height, as PyTorch's kernel sums.
         along_x: Optional[Tensor] = None
@@ -233,7 +242,7 @@ def heatmaps_to_keypoints(maps: Tensor, rois: Tensor, image_size: Tuple[int, int
         assert resized is not None
         inside = ((rows[None, :, None] < heights_ceil[start:stop, None, None])
                   & (cols[None, None, :] < widths_ceil[start:stop, None, None]))
-        resized = torch.where(inside[:, None], resized, torch.full_like(resized, float("-inf")))
+        resized = resized.to(maps.dtype).masked_fill(~inside[:, None], float("-inf"))
         best, pos = resized.flatten(2).max(dim=2)
         positions.append(pos)
         scores.append(best)
@@ -384,7 +393,9 @@ def keypointrcnn_loss(heads, features: Dict[str, Tensor], image_size: Tuple[int,
     n, k, h, w = logits.shape
     if h != w:
         raise ValueError(f"{_STATIC_MODEL}: the keypoint predictor's heatmaps must be square, got {h}x{w}")
-    kp = gather_rows(gt_keypoints.flatten(2), matched).reshape(n, -1, 3).to(boxes.dtype)
+    # In the keypoints' own dtype (torchvision requires float32), not the
+    # RoIs' (bfloat16 under autocast): the arithmetic promotes as torchvision's.
+    kp = gather_rows(gt_keypoints.flatten(2), matched).reshape(n, -1, 3)
     targets, valid = keypoints_to_heatmap(kp, boxes.reshape(-1, 4), h)
     valid = (valid > 0) & flat_valid[:, None]
     ce = F.cross_entropy(logits.reshape(n * k, h * w), targets.reshape(-1), reduction="none")

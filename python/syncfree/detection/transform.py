@@ -117,9 +117,9 @@ def _pad_targets(targets: Sequence[Dict[str, Tensor]], max_boxes: int, caller: s
             masks[i, :g] = tm.to(device=device, dtype=masks.dtype)
         if keypoints is not None:
             tk = t["keypoints"]
-            if tuple(tk.shape) != (g,) + tuple(keypoints.shape[2:]):
-                raise ValueError(f"{caller}: {item(i)}['keypoints'] must be [{g}, {keypoints.shape[2]}, 3], "
-                                 f"got shape {list(tk.shape)}")
+            if tuple(tk.shape) != (g,) + tuple(keypoints.shape[2:]) or not tk.is_floating_point():
+                raise ValueError(f"{caller}: {item(i)}['keypoints'] must be a float [{g}, {keypoints.shape[2]}, 3] "
+                                 f"tensor, got {tk.dtype} of shape {list(tk.shape)}")
             keypoints[i, :g] = tk.to(device=device, dtype=keypoints.dtype)
     out = {"boxes": boxes, "labels": labels}
     if masks is not None:
@@ -136,21 +136,26 @@ def to_torchvision(output: Dict[str, Tensor], image_sizes: Optional[Tensor] = No
     dicts, the valid slots only (in order). ``image_sizes [B, 2]`` (height,
     width; optional) crops each image's masks to its size, as torchvision's
     masks are: give :func:`postprocess`'s ``original_image_sizes`` (or the
-    model's ``image_sizes`` for masks in the canvas). Reads the valid flags
-    and the sizes on the host: call it outside the step."""
+    model's ``image_sizes`` for masks in the canvas). ``mask_probs`` is left
+    out (torchvision's output has no such entry). Reads the valid flags and
+    the sizes on the host: call it outside the step."""
     if not isinstance(output, dict) or "valid" not in output:
         raise ValueError(f"{_TO_TORCHVISION}: output must be the static model's detection dict "
                          "(boxes, scores, labels, valid)")
     valid = output["valid"]
     if image_sizes is not None and (not isinstance(image_sizes, Tensor)
-                                    or tuple(image_sizes.shape) != (valid.shape[0], 2)):
-        raise ValueError(f"{_TO_TORCHVISION}: image_sizes must be a [{valid.shape[0]}, 2] tensor of (height, "
-                         f"width), got {list(image_sizes.shape) if isinstance(image_sizes, Tensor) else image_sizes}")
+                                    or tuple(image_sizes.shape) != (valid.shape[0], 2)
+                                    or image_sizes.is_floating_point() or image_sizes.is_complex()):
+        got = (f"{image_sizes.dtype} of shape {list(image_sizes.shape)}" if isinstance(image_sizes, Tensor)
+               else type(image_sizes).__name__)
+        raise ValueError(f"{_TO_TORCHVISION}: image_sizes must be a [{valid.shape[0]}, 2] integer tensor of "
+                         f"(height, width), got {got}")
     sizes = image_sizes.tolist() if image_sizes is not None else None
     result = []
     for i in range(valid.shape[0]):
         keep = valid[i]
-        image = {k: v[i][keep] for k, v in output.items() if k != "valid"}
+        # mask_probs: the static model's own entry for postprocess, not torchvision's.
+        image = {k: v[i][keep] for k, v in output.items() if k not in ("valid", "mask_probs")}
         if sizes is not None and "masks" in image:
             h, w = sizes[i]
             image["masks"] = image["masks"][..., :h, :w]
@@ -179,13 +184,25 @@ def postprocess(output: Dict[str, Tensor], image_sizes: Tensor, original_image_s
     The other entries are unchanged. Runs outside the step or inside it (no
     host reads when ``original_canvas`` is given)."""
     if not isinstance(output, dict) or "boxes" not in output:
-        raise ValueError(f"{_POSTPROCESS}: output must be the static model's detection dict")
+        got = sorted(output) if isinstance(output, dict) else type(output).__name__
+        raise ValueError(f"{_POSTPROCESS}: output must be the static model's detection dict (boxes, scores, "
+                         f"labels, valid...), got {got}")
     boxes = output["boxes"]
     b = boxes.shape[0]
     for name, sizes in (("image_sizes", image_sizes), ("original_image_sizes", original_image_sizes)):
         if not isinstance(sizes, Tensor) or tuple(sizes.shape) != (b, 2):
             raise ValueError(f"{_POSTPROCESS}: {name} must be a [{b}, 2] tensor of (height, width), got "
                              f"{list(sizes.shape) if isinstance(sizes, Tensor) else type(sizes).__name__}")
+    if original_canvas is not None:
+        if (not isinstance(original_canvas, (tuple, list)) or len(original_canvas) != 2
+                or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in original_canvas)):
+            raise ValueError(f"{_POSTPROCESS}: original_canvas must be a pair of positive ints (H0, W0), got "
+                             f"{original_canvas!r}")
+        if original_image_sizes.device.type == "cpu":  # checked where it costs no synchronization
+            largest = original_image_sizes.max(dim=0).values.tolist()
+            if largest[0] > original_canvas[0] or largest[1] > original_canvas[1]:
+                raise ValueError(f"{_POSTPROCESS}: original_canvas {tuple(original_canvas)} is smaller than the "
+                                 f"largest original image ({largest[0]}x{largest[1]}): its masks would be cropped")
     if "masks" in output and "mask_probs" not in output:
         raise ValueError(f"{_POSTPROCESS}: output has masks but no mask_probs (the static model's eval output "
                          "has both)")
@@ -209,13 +226,13 @@ def postprocess(output: Dict[str, Tensor], image_sizes: Tensor, original_image_s
         probs = result.pop("mask_probs")
         if original_canvas is None:
             original_canvas = (int(original_image_sizes[:, 0].max()), int(original_image_sizes[:, 1].max()))
-        elif (not isinstance(original_canvas, (tuple, list)) or len(original_canvas) != 2
-              or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in original_canvas)):
-            raise ValueError(f"{_POSTPROCESS}: original_canvas must be a pair of positive ints (H0, W0), got "
-                             f"{original_canvas!r}")
         d = probs.shape[1]
-        masks = paste_masks(probs.reshape((b * d,) + tuple(probs.shape[2:])), result["boxes"].reshape(-1, 4),
-                            tuple(original_canvas))
+        flat_probs = probs.reshape((b * d,) + tuple(probs.shape[2:]))
+        flat_boxes = result["boxes"].reshape(-1, 4)
+        # A few masks at a time: pasting holds several [N, H0, W0] temporaries.
+        chunk = 16
+        masks = torch.cat([paste_masks(flat_probs[i:i + chunk], flat_boxes[i:i + chunk], tuple(original_canvas))
+                           for i in range(0, b * d, chunk)])
         masks = zero_outside(masks.reshape((b, d) + tuple(masks.shape[2:])), original_image_sizes.to(masks.device))
         result["masks"] = masks.reshape((b, d, 1) + tuple(masks.shape[-2:]))
     return result
@@ -258,7 +275,7 @@ class StaticCollate:
     ``image_id`` when the target has one): one whose resized size does not fit the canvas,
     more than ``max_boxes`` boxes, a label outside ``[1, num_classes)`` when
     ``num_classes`` is given (the model's number of classes, background
-    included), a target with masks beside one without. A mask target is
+    included), a target with masks (or keypoints) beside one without. A mask target is
     padded beyond the image by one copy of its last row and column:
     torchvision's RoI Align over the unpadded mask repeats the last row and
     column for samples in the image's last pixel, and over the copy RoI

@@ -229,6 +229,10 @@ def test_collate_errors_name_the_image(tv):
     del mixed[1][1]["masks"]
     with pytest.raises(ValueError, match="^" + COLLATE + "image 1's target has no masks, image 0's has$"):
         collate(mixed)
+    mixed = sized_batch(6, SIZES[:2], [1, 1], keypoints=True)
+    del mixed[0][1]["keypoints"]
+    with pytest.raises(ValueError, match="^" + COLLATE + "image 1's target has keypoints, image 0's has no"):
+        collate(mixed)
     model = resizing_model("faster")
     model.transform.fixed_size = (128, 128)
     with pytest.raises(ValueError, match="^" + COLLATE + "the model's transform resizes to a fixed size"):
@@ -303,7 +307,10 @@ PAD = "syncfree.detection.pad_targets: "
      "targets[0] has 'keypoints' but targets[1] has none"),
     ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "keypoints": torch.zeros(1, 17, 3)},
       {"boxes": torch.zeros(2, 4), "labels": torch.tensor([1, 1]), "keypoints": torch.zeros(2, 16, 3)}], 2,
-     ValueError, "targets[1]['keypoints'] must be [2, 17, 3]"),
+     ValueError, "targets[1]['keypoints'] must be a float [2, 17, 3] tensor"),
+    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "keypoints": torch.zeros(1, 17, 3)},
+      {"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "keypoints": torch.zeros(1, 17, 3).long()}], 2,
+     ValueError, "targets[1]['keypoints'] must be a float [1, 17, 3] tensor, got torch.int64"),
     ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "keypoints": torch.zeros(1, 17, 2)}], 2,
      ValueError, "targets[0]['keypoints'] must be a float [G, K, 3] tensor"),
 ])

@@ -58,7 +58,16 @@ def tiny_model(kind="faster", batch_norm_head=False, num_classes=4):
                         mask_head=MaskRCNNHeads(c, [c], 1), mask_predictor=MaskRCNNPredictor(c, c, num_classes),
                         **common)
     if kind == "keypoint":
-        return KeypointRCNN(backbone, keypoint_roi_pool=MultiScaleRoIAlign(["0", "1"], 14, 2), **common)
+        from torchvision.models.detection.keypoint_rcnn import KeypointRCNNHeads, KeypointRCNNPredictor
+
+        model = KeypointRCNN(backbone, keypoint_roi_pool=MultiScaleRoIAlign(["0", "1"], 14, 2),
+                             keypoint_head=KeypointRCNNHeads(c, [c, c]),
+                             keypoint_predictor=KeypointRCNNPredictor(c, 17), **common)
+        # Heatmap logits far from uniform: the keypoint loss then depends on
+        # which cell each target is in (an untrained head's barely does).
+        with torch.no_grad():
+            model.roi_heads.keypoint_predictor.kps_score_lowres.weight.mul_(50)
+        return model
     raise ValueError(kind)
 
 
