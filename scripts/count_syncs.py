@@ -14,7 +14,7 @@ training forward, loss and backward (``trace_autograd_ops``, where this torch
 has it). Nothing is downloaded (weights=None, weights_backbone=None); runs on
 the CPU.
 
-    python scripts/count_syncs.py [--model resnet50|resnet50_v2|mobilenet|maskrcnn] [--images 2]
+    python scripts/count_syncs.py [--model resnet50|resnet50_v2|mobilenet|maskrcnn|keypointrcnn] [--images 2]
         [--size 128] [--no-explain] [--json out.json]
 
 docs/detection.md quotes its output (torch 2.14.1, torchvision 0.29.1).
@@ -36,7 +36,8 @@ SYNC_OPS = {"aten::nonzero": "nonzero", "aten::_local_scalar_dense": "item"}
 
 
 MODELS = {"resnet50": "fasterrcnn_resnet50_fpn", "resnet50_v2": "fasterrcnn_resnet50_fpn_v2",
-          "mobilenet": "fasterrcnn_mobilenet_v3_large_fpn", "maskrcnn": "maskrcnn_resnet50_fpn"}
+          "mobilenet": "fasterrcnn_mobilenet_v3_large_fpn", "maskrcnn": "maskrcnn_resnet50_fpn",
+          "keypointrcnn": "keypointrcnn_resnet50_fpn"}
 MAX_BOXES = 4  # ground truth padded to this many boxes for the static model
 
 
@@ -45,7 +46,7 @@ def build_model(name, size):
     return getattr(torchvision.models.detection, MODELS[name])(**kwargs)
 
 
-def batch(images, size, masks):
+def batch(images, size, masks, keypoints=False):
     gen = torch.Generator().manual_seed(0)
     xs = [torch.rand(3, size, size, generator=gen) for _ in range(images)]
     boxes = torch.tensor([[10.0, 20.0, 60.0, 90.0], [50.0, 40.0, 120.0, 110.0]]) * size / 128
@@ -56,6 +57,11 @@ def batch(images, size, masks):
             m[i, b[1]:b[3], b[0]:b[2]] = 1
         for t in targets:
             t["masks"] = m
+    if keypoints:  # 17 visible keypoints on each box's diagonal
+        steps = torch.linspace(0.05, 0.95, 17)[:, None]
+        for t in targets:
+            xy = t["boxes"][:, None, :2] + steps * (t["boxes"][:, None, 2:] - t["boxes"][:, None, :2])
+            t["keypoints"] = torch.cat([xy, torch.ones(2, 17, 1)], dim=-1)
     return xs, targets
 
 
@@ -140,7 +146,8 @@ def main(argv=None):
     p.add_argument("--no-explain", action="store_true", help="skip torch._dynamo.explain (slow)")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
-    xs, targets = batch(args.images, args.size, masks=args.model == "maskrcnn")
+    xs, targets = batch(args.images, args.size, masks=args.model == "maskrcnn",
+                        keypoints=args.model == "keypointrcnn")
     results = {"torch": torch.__version__, "torchvision": torchvision.__version__,
                "model": MODELS[args.model], "images": args.images, "size": args.size}
     for name in ["unpatched", "patched", "static"]:
