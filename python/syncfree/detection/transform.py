@@ -67,10 +67,9 @@ def _pad_targets(targets: Sequence[Dict[str, Tensor]], max_boxes: int, caller: s
     if not isinstance(first, dict) or "boxes" not in first or "labels" not in first:
         raise ValueError(f"{caller}: each target must be a dict with 'boxes' and 'labels'")
     for key in ("masks", "keypoints"):  # an image without them would silently train without them
-        if any(key in t for t in targets if isinstance(t, dict)) and not all(key in t for t in targets
-                                                                            if isinstance(t, dict)):
-            have = [i for i, t in enumerate(targets) if isinstance(t, dict) and key in t]
-            lack = [i for i, t in enumerate(targets) if isinstance(t, dict) and key not in t]
+        have = [i for i, t in enumerate(targets) if isinstance(t, dict) and key in t]
+        lack = [i for i, t in enumerate(targets) if isinstance(t, dict) and key not in t]
+        if have and lack:
             raise ValueError(f"{caller}: {item(have[0])} has '{key}' but {item(lack[0])} has none: every "
                              f"image's target needs '{key}', or none")
     has_masks = all("masks" in t for t in targets)
