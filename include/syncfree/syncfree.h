@@ -170,3 +170,53 @@ std::tuple<at::Tensor, at::Tensor> nms(const at::Tensor& boxes, const at::Tensor
                                        const NmsOptions& options = NmsOptions());
 
 }  // namespace syncfree
+
+namespace syncfree {
+
+// Optional arguments of multi_scale_roi_align, with torchvision's defaults
+// (MultiScaleRoIAlign's LevelMapper).
+struct RoiAlignOptions {
+  // Pixel-shift the boxes by -0.5 (torchvision's `aligned`).
+  RoiAlignOptions& aligned(bool v) {
+    aligned_ = v;
+    return *this;
+  }
+  // Bool [B, K]: the slots to pool; the others give zeros and no gradient.
+  RoiAlignOptions& valid(at::Tensor v) {
+    valid_ = std::move(v);
+    return *this;
+  }
+  // LevelMapper's canonical box size and level (s0, lvl0) and epsilon.
+  RoiAlignOptions& canonical_scale(double v) {
+    canonical_scale_ = v;
+    return *this;
+  }
+  RoiAlignOptions& canonical_level(int64_t v) {
+    canonical_level_ = v;
+    return *this;
+  }
+  RoiAlignOptions& eps(double v) {
+    eps_ = v;
+    return *this;
+  }
+
+  bool aligned_ = false;
+  c10::optional<at::Tensor> valid_;
+  double canonical_scale_ = 224.0;
+  int64_t canonical_level_ = 4;
+  double eps_ = 1e-6;
+};
+
+// torchvision.ops.MultiScaleRoIAlign with static shapes: features, a list of
+// L maps [B, C, H_l, W_l] (finest first, float16, bfloat16, float32 or
+// float64), boxes [B, K, 4] (x1, y1, x2, y2 in image coordinates) ->
+// [B * K, C, h, w]. Each box is pooled once, from the level torchvision's
+// LevelMapper assigns it (computed on the boxes' device); slots that are not
+// valid, and boxes with a non-finite coordinate, give zeros. Differentiable
+// with respect to features.
+at::Tensor multi_scale_roi_align(at::TensorList features, const at::Tensor& boxes,
+                                 at::IntArrayRef output_size,
+                                 at::ArrayRef<double> spatial_scales, int64_t sampling_ratio,
+                                 const RoiAlignOptions& options = RoiAlignOptions());
+
+}  // namespace syncfree

@@ -60,6 +60,7 @@ from .ops import balanced_sample, balanced_sample_gather  # noqa: E402
 from .ops import gather_sampled, stratified_sample, stratified_sample_gather  # noqa: E402
 from .ops import compact  # noqa: E402
 from .ops import nms  # noqa: E402
+from .ops import multi_scale_roi_align  # noqa: E402
 
 __all__ = [
     "balanced_sample",
@@ -69,5 +70,6 @@ __all__ = [
     "gather_sampled",
     "compact",
     "nms",
+    "multi_scale_roi_align",
     "__version__",
 ]

@@ -12,7 +12,8 @@ import torch
 # The operators with device kernels; the others are built from them and from
 # ATen operators (they reach one of these for a CUDA tensor).
 # Each with the name of its first tensor argument, which the message names.
-OPS = {"balanced_sample": "labels", "stratified_sample": "labels", "compact": "mask", "nms": "boxes"}
+OPS = {"balanced_sample": "labels", "stratified_sample": "labels", "compact": "mask", "nms": "boxes",
+       "_multi_scale_roi_align": "features", "_multi_scale_roi_align_backward": "grad"}
 
 _library = None
 
@@ -35,8 +36,12 @@ def check(op: str, labels: torch.Tensor, cuda_operator: bool) -> None:
 
 
 def _kernel(op: str, argument: str):
+    public = op.lstrip("_").replace("_backward", "")
+
     def kernel(tensor, *args, **kwargs):
-        raise RuntimeError(message(op, str(tensor.device), argument))
+        if isinstance(tensor, (list, tuple)):  # a list of tensors: the first one's device
+            tensor = tensor[0]
+        raise RuntimeError(message(public, str(tensor.device), argument))
 
     return kernel
 

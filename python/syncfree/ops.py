@@ -392,3 +392,82 @@ def nms(
             if value is not None and not isinstance(value, torch.Tensor):
                 raise TypeError(f"syncfree.nms: {name} must be a torch.Tensor or None, got {type(value).__name__}")
     return torch.ops.syncfree.nms(boxes, scores, iou_threshold, max_output, idxs=idxs, valid=valid)
+
+
+def multi_scale_roi_align(
+    features: List[Tensor],
+    boxes: Tensor,
+    output_size: Union[int, Tuple[int, int], List[int]],
+    spatial_scales: List[float],
+    sampling_ratio: int,
+    aligned: bool = False,
+    valid: Optional[Tensor] = None,
+    canonical_scale: float = 224.0,
+    canonical_level: int = 4,
+    eps: float = 1e-6,
+) -> Tensor:
+    """``torchvision.ops.MultiScaleRoIAlign`` with static shapes: each box pooled once, from its level.
+
+    Every box gets the level torchvision's ``LevelMapper`` assigns it
+    (``floor(canonical_level + log2(sqrt(area) / canonical_scale) + eps)``,
+    clamped to the levels), computed on the boxes' device with the same tensor
+    operations, and is pooled by RoI Align from that level only: the values
+    are torchvision's ``MultiScaleRoIAlign`` output's, bit for bit on the CPU,
+    with no data-dependent shapes and no host synchronization.
+
+    Args:
+        features: L feature maps ``[B, C, H_l, W_l]``, finest first (1 to 16;
+            float16, bfloat16, float32 or float64, one dtype). float16 and
+            bfloat16 are computed in float32 and rounded once, as torchvision's
+            ``roi_align`` does under autocast.
+        boxes: ``[B, K, 4]`` boxes ``(x1, y1, x2, y2)`` of each image, in
+            image coordinates, any floating dtype (read in the features'
+            compute type). No gradient flows to them (as in torchvision).
+        output_size: ``h`` or ``(h, w)``, the pooled size.
+        spatial_scales: one scale per level, the ratio of the level's size to
+            the image's (``MultiScaleRoIAlign.scales``: powers of two).
+        sampling_ratio: sampling points per bin along each axis, at least 1
+            (adaptive sampling, 0 in torchvision, has a data-dependent cost).
+        aligned: shift the boxes by -0.5 pixel (torchvision's ``aligned``).
+        valid: optional bool ``[B, K]``: the slots to pool. The others, and
+            boxes with a non-finite coordinate or with ``x2 < x1`` or
+            ``y2 < y1`` (torchvision's ``LevelMapper`` gives them no level),
+            pool zeros and receive no gradient.
+        canonical_scale, canonical_level, eps: ``LevelMapper``'s ``s0``,
+            ``lvl0`` and ``eps`` (torchvision's defaults).
+
+    Returns:
+        ``[B * K, C, h, w]`` in the features' dtype: box ``k`` of image ``b``
+        at row ``b * K + k`` (torchvision's order for the boxes given as a
+        list of B tensors of K boxes).
+    """
+    if not torch.jit.is_scripting():
+        op = "multi_scale_roi_align"
+        if not isinstance(features, (list, tuple)) or not all(isinstance(f, torch.Tensor) for f in features):
+            raise TypeError(f"syncfree.{op}: features must be a list of tensors [B, C, H, W], "
+                            f"got {type(features).__name__}")
+        _check_tensor(op, "boxes", boxes)
+        if isinstance(output_size, (list, tuple)):
+            for s in output_size:
+                _check_int(op, "output_size", s)
+        else:
+            _check_int(op, "output_size", output_size)
+        if not isinstance(spatial_scales, (list, tuple)):
+            raise TypeError(f"syncfree.{op}: spatial_scales must be a list of floats, got "
+                            f"{type(spatial_scales).__name__}")
+        for s in spatial_scales:
+            _check_float(op, "spatial_scales", s)
+        _check_int(op, "sampling_ratio", sampling_ratio)
+        _check_bool(op, "aligned", aligned)
+        if valid is not None and not isinstance(valid, torch.Tensor):
+            raise TypeError(f"syncfree.{op}: valid must be a torch.Tensor or None, got {type(valid).__name__}")
+        _check_float(op, "canonical_scale", canonical_scale)
+        _check_int(op, "canonical_level", canonical_level)
+        _check_float(op, "eps", eps)
+    if isinstance(output_size, int):
+        size = [output_size, output_size]
+    else:
+        size = [int(s) for s in output_size]
+    return torch.ops.syncfree.multi_scale_roi_align(
+        list(features), boxes, size, [float(s) for s in spatial_scales], sampling_ratio, aligned,
+        valid=valid, canonical_scale=float(canonical_scale), canonical_level=canonical_level, eps=float(eps))
