@@ -26,16 +26,32 @@ def map_levels(pooler, scales: List[float], boxes: Tensor) -> Tensor:
     return target.to(torch.int64) - k_min
 
 
-def roi_pool(pooler, features: Dict[str, Tensor], boxes: Tensor, image_size: Tuple[int, int]) -> Tensor:
+def roi_pool(pooler, features: Dict[str, Tensor], boxes: Tensor, image_size: Tuple[int, int],
+             valid: Optional[Tensor] = None) -> Tensor:
     """torchvision's ``MultiScaleRoIAlign`` on ``boxes [B, K, 4]``: ``[B * K, C, h, w]``.
 
-    Every RoI is pooled from every level and the level torchvision's
-    ``LevelMapper`` assigns it is selected with ``torch.where``: the values
-    are those of torchvision's per-level calls (RoI Align treats each RoI on
-    its own), with no data-dependent shapes."""
-    from torchvision.ops import roi_align
+    :func:`syncfree.multi_scale_roi_align` pools each box once, from the
+    level torchvision's ``LevelMapper`` assigns it; slots where ``valid [B,
+    K]`` is false are not pooled (zeros). A pooler with adaptive sampling
+    (``sampling_ratio <= 0``, a data-dependent number of samples) takes
+    :func:`roi_pool_every_level` instead."""
+    from ..ops import multi_scale_roi_align
 
     x = [v for k, v in features.items() if k in pooler.featmap_names]  # torchvision's _filter_input
+    if pooler.sampling_ratio <= 0:
+        return roi_pool_every_level(pooler, x, boxes, image_size)
+    return multi_scale_roi_align(x, boxes, pooler.output_size, pooler_scales(x, image_size), pooler.sampling_ratio,
+                                 valid=valid, canonical_scale=float(pooler.canonical_scale),
+                                 canonical_level=int(pooler.canonical_level))
+
+
+def roi_pool_every_level(pooler, x: List[Tensor], boxes: Tensor, image_size: Tuple[int, int]) -> Tensor:
+    """``MultiScaleRoIAlign`` with torchvision's ``roi_align``: every box pooled
+    from every level, its own level selected with ``torch.where`` (L times the
+    work of pooling each box once; the values are those of torchvision's
+    per-level calls, as RoI Align treats each box on its own)."""
+    from torchvision.ops import roi_align
+
     b, k = boxes.shape[0], boxes.shape[1]
     flat = boxes.reshape(b * k, 4)
     ids = torch.arange(b, device=boxes.device, dtype=boxes.dtype).repeat_interleave(k)[:, None]

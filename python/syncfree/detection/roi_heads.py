@@ -338,7 +338,7 @@ def maskrcnn_loss(heads, features: Dict[str, Tensor], image_size: Tuple[int, int
 
     boxes, mask_valid, matched = positive_slots(heads, samples)
     b = boxes.shape[0]
-    pooled = roi_pool(heads.mask_roi_pool, features, boxes, image_size)
+    pooled = roi_pool(heads.mask_roi_pool, features, boxes, image_size, mask_valid)
     flat_valid = mask_valid.reshape(-1)
     logits = heads.mask_predictor(head(heads.mask_head, pooled, flat_valid, "mask head"))
     size = logits.shape[-1]
@@ -388,7 +388,7 @@ def keypointrcnn_loss(heads, features: Dict[str, Tensor], image_size: Tuple[int,
     mean (``gt_keypoints [B, G, K, 3]``; padding has visibility 0)."""
     boxes, kp_valid, matched = positive_slots(heads, samples)
     flat_valid = kp_valid.reshape(-1)
-    pooled = roi_pool(heads.keypoint_roi_pool, features, boxes, image_size)
+    pooled = roi_pool(heads.keypoint_roi_pool, features, boxes, image_size, kp_valid)
     logits = heads.keypoint_predictor(head(heads.keypoint_head, pooled, flat_valid, "keypoint head"))
     n, k, h, w = logits.shape
     if h != w:
@@ -410,7 +410,7 @@ def losses(heads, features: Dict[str, Tensor], proposals: Tensor, proposal_valid
     """``RoIHeads.forward`` in training: the loss dict."""
     samples = select_training_samples(heads, proposals, proposal_valid, targets)
     flat_valid = samples["valid"].reshape(-1)
-    pooled = roi_pool(heads.box_roi_pool, features, samples["rois"], image_size)
+    pooled = roi_pool(heads.box_roi_pool, features, samples["rois"], image_size, samples["valid"])
     box_features = head(heads.box_head, pooled, flat_valid, "box head")
     class_logits, box_regression = heads.box_predictor(box_features)
     loss_classifier, loss_box_reg = fastrcnn_loss(class_logits, box_regression, samples["labels"],
@@ -469,7 +469,7 @@ def detect(heads, features: Dict[str, Tensor], proposals: Tensor, proposal_valid
     ``RoIHeads`` output, for :func:`~syncfree.detection.postprocess` to
     paste at the original size); Keypoint R-CNN adds ``keypoints [B, D, K,
     3]`` and ``keypoints_scores [B, D, K]``. Invalid slots are zeros."""
-    pooled = roi_pool(heads.box_roi_pool, features, proposals, image_size)
+    pooled = roi_pool(heads.box_roi_pool, features, proposals, image_size, proposal_valid)
     class_logits, box_regression = heads.box_predictor(
         head(heads.box_head, pooled, proposal_valid.reshape(-1), "box head"))
     result = postprocess_detections(heads, class_logits, box_regression, proposals, proposal_valid, image_size,
@@ -477,7 +477,7 @@ def detect(heads, features: Dict[str, Tensor], proposals: Tensor, proposal_valid
     if heads.has_mask():
         out_boxes, out_labels, valid = result["boxes"], result["labels"], result["valid"]
         b, slots = valid.shape
-        pooled = roi_pool(heads.mask_roi_pool, features, out_boxes, image_size)
+        pooled = roi_pool(heads.mask_roi_pool, features, out_boxes, image_size, valid)
         logits = heads.mask_predictor(head(heads.mask_head, pooled, valid.reshape(-1), "mask head"))
         n, size = logits.shape[0], logits.shape[-1]
         flat_labels = out_labels.reshape(-1)
@@ -492,7 +492,7 @@ def detect(heads, features: Dict[str, Tensor], proposals: Tensor, proposal_valid
     if heads.has_keypoint():
         out_boxes, valid = result["boxes"], result["valid"]
         b, slots = valid.shape
-        pooled = roi_pool(heads.keypoint_roi_pool, features, out_boxes, image_size)
+        pooled = roi_pool(heads.keypoint_roi_pool, features, out_boxes, image_size, valid)
         logits = heads.keypoint_predictor(head(heads.keypoint_head, pooled, valid.reshape(-1), "keypoint head"))
         keypoints, scores = heatmaps_to_keypoints(logits, out_boxes.reshape(-1, 4), image_size)
         keypoints = keypoints.reshape(b, slots, -1, 3)
