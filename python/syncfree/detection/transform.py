@@ -50,7 +50,9 @@ def pad_targets(targets: Sequence[Dict[str, Tensor]], max_boxes: int) -> Dict[st
     This runs in the data pipeline (it reads each image's number of boxes on
     the host); the static model's step takes its output. Errors: an image
     with more than ``max_boxes`` boxes, negative labels (they would read as
-    padding), missing keys or mismatched shapes."""
+    padding), a box with a non-finite coordinate or with ``x2 <= x1`` or
+    ``y2 <= y1`` (torchvision's models refuse it too), missing keys or
+    mismatched shapes."""
     return _pad_targets(targets, max_boxes, _PAD_TARGETS, lambda i: f"targets[{i}]")
 
 
@@ -106,6 +108,13 @@ def _pad_targets(targets: Sequence[Dict[str, Tensor]], max_boxes: int, caller: s
         if g and bool((tl < 0).any()):
             raise ValueError(f"{caller}: {item(i)}['labels'] has negative labels; "
                              "negative labels mark padding")
+        if g:  # torchvision's degenerate-box check, where reading values costs nothing
+            bad = ~torch.isfinite(tb).all(1) | (tb[:, 2] <= tb[:, 0]) | (tb[:, 3] <= tb[:, 1])
+            if bool(bad.any()):
+                j = int(torch.argmax(bad.to(torch.uint8)))
+                raise ValueError(f"{caller}: {item(i)}['boxes'][{j}] = {tb[j].tolist()} is not a box with finite "
+                                 "coordinates and positive width and height (x1 < x2, y1 < y2); torchvision's "
+                                 "detection models refuse it too (such a box makes the losses NaN)")
         boxes[i, :g] = tb.to(device=device, dtype=dtype)
         labels[i, :g] = tl.to(device=device, dtype=torch.int64)
         if masks is not None:

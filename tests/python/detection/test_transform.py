@@ -285,34 +285,52 @@ def test_pad_targets_and_to_torchvision(tv):
 PAD = "syncfree.detection.pad_targets: "
 
 
+def _box(n):
+    """n boxes with positive width and height."""
+    return torch.tensor([[1.0, 2.0, 5.0, 6.0]]).repeat(n, 1)
+
+
 @pytest.mark.parametrize("targets, max_boxes, error, message", [
-    ([{"boxes": torch.zeros(3, 4), "labels": torch.ones(3, dtype=torch.int64)}], 2, ValueError,
+    ([{"boxes": _box(3), "labels": torch.ones(3, dtype=torch.int64)}], 2, ValueError,
      "targets[0] has 3 boxes, more than max_boxes=2"),
-    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([-1])}], 2, ValueError, "negative labels"),
+    ([{"boxes": _box(1), "labels": torch.tensor([-1])}], 2, ValueError, "negative labels"),
     ([{"boxes": torch.zeros(1, 5), "labels": torch.tensor([1])}], 2, ValueError, "must be [G, 4]"),
-    ([{"boxes": torch.zeros(2, 4), "labels": torch.tensor([1])}], 2, ValueError, "must be [2] (one per box)"),
-    ([{"boxes": torch.zeros(1, 4)}], 2, ValueError, "with 'boxes' and 'labels'"),
+    ([{"boxes": _box(2), "labels": torch.tensor([1])}], 2, ValueError, "must be [2] (one per box)"),
+    ([{"boxes": _box(1)}], 2, ValueError, "with 'boxes' and 'labels'"),
     ([], 2, ValueError, "non-empty list"),
-    ({"boxes": torch.zeros(1, 4), "labels": torch.tensor([1])}, 2, ValueError, "non-empty list"),
-    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1])}], 0, ValueError, "max_boxes must be >= 1, got 0"),
-    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1])}], 2.0, TypeError, "max_boxes must be an int"),
-    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "masks": torch.zeros(1, 8, 8)},
-      {"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "masks": torch.zeros(1, 8, 9)}], 2, ValueError,
+    ({"boxes": _box(1), "labels": torch.tensor([1])}, 2, ValueError, "non-empty list"),
+    ([{"boxes": _box(1), "labels": torch.tensor([1])}], 0, ValueError, "max_boxes must be >= 1, got 0"),
+    ([{"boxes": _box(1), "labels": torch.tensor([1])}], 2.0, TypeError, "max_boxes must be an int"),
+    ([{"boxes": _box(1), "labels": torch.tensor([1]), "masks": torch.zeros(1, 8, 8)},
+      {"boxes": _box(1), "labels": torch.tensor([1]), "masks": torch.zeros(1, 8, 9)}], 2, ValueError,
      "targets[1]['masks'] must be [1, 8, 8]"),
-    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1])},
-      {"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "masks": torch.zeros(1, 8, 8)}], 2, ValueError,
+    ([{"boxes": _box(1), "labels": torch.tensor([1])},
+      {"boxes": _box(1), "labels": torch.tensor([1]), "masks": torch.zeros(1, 8, 8)}], 2, ValueError,
      "targets[1] has 'masks' but targets[0] has none"),
-    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "keypoints": torch.zeros(1, 17, 3)},
-      {"boxes": torch.zeros(1, 4), "labels": torch.tensor([1])}], 2, ValueError,
+    ([{"boxes": _box(1), "labels": torch.tensor([1]), "keypoints": torch.zeros(1, 17, 3)},
+      {"boxes": _box(1), "labels": torch.tensor([1])}], 2, ValueError,
      "targets[0] has 'keypoints' but targets[1] has none"),
-    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "keypoints": torch.zeros(1, 17, 3)},
-      {"boxes": torch.zeros(2, 4), "labels": torch.tensor([1, 1]), "keypoints": torch.zeros(2, 16, 3)}], 2,
+    ([{"boxes": _box(1), "labels": torch.tensor([1]), "keypoints": torch.zeros(1, 17, 3)},
+      {"boxes": _box(2), "labels": torch.tensor([1, 1]), "keypoints": torch.zeros(2, 16, 3)}], 2,
      ValueError, "targets[1]['keypoints'] must be a float [2, 17, 3] tensor"),
-    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "keypoints": torch.zeros(1, 17, 3)},
-      {"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "keypoints": torch.zeros(1, 17, 3).long()}], 2,
+    ([{"boxes": _box(1), "labels": torch.tensor([1]), "keypoints": torch.zeros(1, 17, 3)},
+      {"boxes": _box(1), "labels": torch.tensor([1]), "keypoints": torch.zeros(1, 17, 3).long()}], 2,
      ValueError, "targets[1]['keypoints'] must be a float [1, 17, 3] tensor, got torch.int64"),
-    ([{"boxes": torch.zeros(1, 4), "labels": torch.tensor([1]), "keypoints": torch.zeros(1, 17, 2)}], 2,
+    ([{"boxes": _box(1), "labels": torch.tensor([1]), "keypoints": torch.zeros(1, 17, 2)}], 2,
      ValueError, "targets[0]['keypoints'] must be a float [G, K, 3] tensor"),
+    # torchvision's degenerate-box check (its models raise an AssertionError for these)
+    ([{"boxes": torch.tensor([[60.0, 20.0, 10.0, 90.0]]), "labels": torch.tensor([1])}], 2, ValueError,
+     "targets[0]['boxes'][0] = [60.0, 20.0, 10.0, 90.0] is not a box with finite coordinates and positive width "
+     "and height"),
+    ([{"boxes": _box(1), "labels": torch.tensor([1])},
+      {"boxes": torch.tensor([[1.0, 2.0, 5.0, 6.0], [30.0, 20.0, 30.0, 90.0]]), "labels": torch.tensor([1, 2])}],
+     2, ValueError, "targets[1]['boxes'][1] = [30.0, 20.0, 30.0, 90.0] is not a box"),
+    ([{"boxes": torch.tensor([[1.0, 2.0, 5.0, 2.0]]), "labels": torch.tensor([1])}], 2, ValueError,
+     "targets[0]['boxes'][0] = [1.0, 2.0, 5.0, 2.0] is not a box"),
+    ([{"boxes": torch.tensor([[1.0, float("nan"), 5.0, 6.0]]), "labels": torch.tensor([1])}], 2, ValueError,
+     "targets[0]['boxes'][0] = [1.0, nan, 5.0, 6.0] is not a box with finite coordinates"),
+    ([{"boxes": torch.tensor([[1.0, 2.0, float("inf"), 6.0]]), "labels": torch.tensor([1])}], 2, ValueError,
+     "targets[0]['boxes'][0] = [1.0, 2.0, inf, 6.0] is not a box with finite coordinates"),
 ])
 def test_pad_targets_errors(targets, max_boxes, error, message):
     with pytest.raises(error) as info:
