@@ -4,7 +4,9 @@ the static-shape step of syncfree.detection.make_static, side by side
 in one run.
 
 Implementations (--impls), each one whole training step: zero_grad, forward,
-the sum of the loss dict, backward, optimizer step:
+the sum of the loss dict, backward, optimizer step (with --modes eval, or
+train,eval: also one inference call of the model in eval mode under
+torch.no_grad(), the detections' post-processing included):
 - torchvision: the torchvision model as is, list inputs (its transform still
   runs, resizing each image to the size it already has: min_size and max_size
   are set to the benchmark's image size, so that all implementations work at
@@ -51,10 +53,12 @@ cuda where torch sees no CUDA device).
 
     python3 bench/detection_bench.py [--device cpu|cuda] [--model fasterrcnn_mobilenet_v3_large_fpn]
         [--batch-sizes 2] [--image-sizes 128,256] [--steps 10] [--warmup 2] [--max-boxes 8]
-        [--impls torchvision,static,compiled] [--compile-mode default] [--threads T] [--json FILE]
+        [--impls torchvision,static,compiled] [--modes train,eval] [--compile-mode default] [--threads T]
+        [--json FILE]
 
 Defaults by device: cpu: B = 2, 128x128 and 256x256, torchvision,static,compiled;
-cuda: B = 2,8, 512x512 and 800x800, torchvision,static,graphed.
+cuda: B = 2,8, 512x512 and 800x800, torchvision,static,graphed; --modes train.
+The graphed implementation and the CUDA checks are of the training step only.
 """
 import argparse
 import collections
@@ -73,6 +77,7 @@ from bench import keep_freed_memory, load_average, loaded  # noqa: E402
 from timing import host_ms, interleaved, percentile  # noqa: E402
 
 IMPLS = ("torchvision", "static", "compiled", "graphed")
+MODES = ("train", "eval")
 TITLES = {"torchvision": "torchvision eager", "static": "static eager", "compiled": "static compiled",
           "graphed": "static graphed"}
 DEFAULTS = {"cpu": dict(batch_sizes="2", image_sizes="128,256", impls="torchvision,static,compiled"),
@@ -158,12 +163,20 @@ def summarize(times, baseline="torchvision"):
     return out
 
 
+def parse_modes(text):
+    modes = [s.strip() for s in text.split(",") if s.strip()]
+    if not modes or any(m not in MODES for m in modes):
+        raise UsageError(f"--modes: comma-separated, of {', '.join(MODES)}; got '{text}'")
+    return modes
+
+
 def format_table(rows):
     """The printed table: one line per result row (see main for the row's keys)."""
-    lines = [f"{'model':<34} {'B':>2} {'H x W':>9}  {'impl':<18} {'median ms':>10} {'p10..p90 ms':>17} "
-             f"{'vs tv':>6} {'steps':>5}"]
+    lines = [f"{'model':<34} {'mode':<5} {'B':>2} {'H x W':>9}  {'impl':<18} {'median ms':>10} "
+             f"{'p10..p90 ms':>17} {'vs tv':>6} {'steps':>5}"]
     for r in rows:
-        head = f"{r['model']:<34} {r['batch']:>2} {r['height']:>4}x{r['width']:<4}  {TITLES[r['impl']]:<18}"
+        head = (f"{r['model']:<34} {r.get('mode', 'train'):<5} {r['batch']:>2} {r['height']:>4}x{r['width']:<4}  "
+                f"{TITLES[r['impl']]:<18}")
         if not r["supported"]:
             lines.append(f"{head} {'-':>10}  ({r['note']})")
             continue
@@ -324,6 +337,29 @@ class Graphed:
         return self.replay()
 
 
+def make_eval_steps(impls, model, static, images, compile_mode):
+    """make_steps for inference: each step one call of the model in eval mode
+    under torch.no_grad() (the caller sets eval mode)."""
+    image_list = list(images)
+    steps, notes = {}, {}
+
+    def call(fn, *args):
+        with torch.no_grad():
+            return fn(*args)
+
+    for name in impls:
+        if name == "torchvision":
+            steps[name] = lambda: call(model, image_list)
+        elif name == "static":
+            steps[name] = lambda: call(static, images)
+        elif name == "compiled":
+            compiled = torch.compile(static, mode=None if compile_mode == "default" else compile_mode)
+            steps[name] = lambda compiled=compiled: call(compiled, images)
+        else:
+            notes[name] = "training step only"
+    return steps, notes
+
+
 def make_steps(impls, model, static, optimizer, images, tv_targets, padded, compile_mode):
     """{name: step} and {name: note} for those that cannot run; compiled's
     compile time is measured at its first call (the caller's warmup)."""
@@ -415,15 +451,21 @@ def run(args):
         model.transform.min_size = (min(h, w),)
         model.transform.max_size = max(h, w)
         static = sf_det.make_static(model, image_size=(h, w), max_boxes=args.max_boxes)
-        for b in args.batch_sizes:
-            print(f"[bench] B={b} {h}x{w} ...", file=sys.stderr, flush=True)
+        for b, mode in [(b, m) for b in args.batch_sizes for m in args.modes]:
+            train = mode == "train"
+            model.train(train)
+            static.train(train)
+            print(f"[bench] {mode} B={b} {h}x{w} ...", file=sys.stderr, flush=True)
             images, tv_targets = synthetic_batch(b, size, args.max_boxes, args.device, gen, masks)
             padded = sf_det.pad_targets(tv_targets, args.max_boxes)
             if hasattr(torch, "_dynamo"):
                 torch._dynamo.reset()  # one compilation per configuration, no cache limit hit
-            steps, notes = make_steps(args.impls, model, static, optimizer, images, tv_targets, padded,
-                                      args.compile_mode)
-            base = dict(model=args.model, batch=b, height=h, width=w)
+            if train:
+                steps, notes = make_steps(args.impls, model, static, optimizer, images, tv_targets, padded,
+                                          args.compile_mode)
+            else:
+                steps, notes = make_eval_steps(args.impls, model, static, images, args.compile_mode)
+            base = dict(model=args.model, mode=mode, batch=b, height=h, width=w)
             compile_s = {}
             for name in list(steps):  # warmup; compiled's first call is its compilation
                 try:
@@ -434,7 +476,7 @@ def run(args):
                 except Exception as e:  # a clear error is a result too
                     notes[name] = f"{type(e).__name__}: {str(e).strip()[:300]}"
                     del steps[name]
-            if cuda:
+            if cuda and train:
                 # The checks on the static eager step (before graph capture).
                 if "static" in steps:
                     result = sync_check(steps["static"], torch.cuda.set_sync_debug_mode, torch.cuda.synchronize)
@@ -470,15 +512,17 @@ def run(args):
             times = measure(steps, args.steps, sync)
             summary = summarize(times)
             for name in args.impls:
+                if not train and name == "graphed":  # a training-step implementation
+                    continue
                 r = dict(base, impl=name, supported=name in summary, note=notes.get(name, ""))
                 if name in summary:
                     r.update(summary[name])
                     r["compile_s"] = compile_s.get(name)
                 else:
-                    failures.append(f"{TITLES[name]} B={b} {h}x{w}: {r['note']}")
+                    failures.append(f"{TITLES[name]} {mode} B={b} {h}x{w}: {r['note']}")
                 rows.append(r)
-            print(format_table([r for r in rows if (r["batch"], r["height"], r["width"]) == (b, h, w)]),
-                  flush=True)
+            print(format_table([r for r in rows if (r["mode"], r["batch"], r["height"], r["width"])
+                                == (mode, b, h, w)]), flush=True)
             write_json()
             if cuda:
                 del steps
@@ -508,6 +552,7 @@ def parse_args(argv=None):
     p.add_argument("--warmup", type=int, default=2, help="rounds before timing (>= 1)")
     p.add_argument("--max-boxes", type=int, default=8, help="G: ground-truth boxes per image after padding")
     p.add_argument("--impls", help="comma-separated, of " + ",".join(IMPLS))
+    p.add_argument("--modes", default="train", help="comma-separated, of " + ",".join(MODES))
     p.add_argument("--compile-mode", default="default", choices=["default", "reduce-overhead", "max-autotune"])
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--json")
@@ -516,6 +561,7 @@ def parse_args(argv=None):
     args.batch_sizes = parse_ints(args.batch_sizes or defaults["batch_sizes"])
     args.image_sizes = parse_image_sizes(args.image_sizes or defaults["image_sizes"])
     args.impls = parse_impls(args.impls or defaults["impls"], args.device)
+    args.modes = parse_modes(args.modes)
     if args.steps < 1 or args.warmup < 1 or args.max_boxes < 1:
         raise UsageError("--steps, --warmup and --max-boxes must be >= 1")
     return args

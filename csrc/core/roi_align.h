@@ -22,7 +22,6 @@
 // not here: its log2 is ATen's, whose bits a scalar libm need not reproduce.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 
 #include "core/platform.h"
@@ -53,15 +52,15 @@ SYNCFREE_HD RoiGeometry<T> roi_geometry(T x1, T y1, T x2, T y2, T spatial_scale,
   const T end_h = y2 * spatial_scale - offset;
   T width = end_w - g.start_w;
   T height = end_h - g.start_h;
-  if (!aligned) {  // malformed RoIs are forced to 1 x 1 (std::max: a NaN size stays NaN)
-    width = std::max(width, (T)1.);
-    height = std::max(height, (T)1.);
+  if (!aligned) {  // malformed RoIs are forced to 1 x 1 (as std::max: a NaN size stays NaN)
+    width = width < (T)1. ? (T)1. : width;
+    height = height < (T)1. ? (T)1. : height;
   }
   g.bin_h = static_cast<T>(height) / static_cast<T>(pooled_h);
   g.bin_w = static_cast<T>(width) / static_cast<T>(pooled_w);
   g.grid_h = sampling_ratio;
   g.grid_w = sampling_ratio;
-  g.count = static_cast<T>(std::max(g.grid_h * g.grid_w, 1));
+  g.count = static_cast<T>(g.grid_h * g.grid_w < 1 ? 1 : g.grid_h * g.grid_w);
   return g;
 }
 

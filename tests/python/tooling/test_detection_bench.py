@@ -24,8 +24,10 @@ def test_options_and_usage_errors():
     assert args.batch_sizes == [2, 8] and args.image_sizes == [(512, 512), (800, 800)]
     assert args.impls == ["torchvision", "static", "graphed"]
     assert detection_bench.parse_image_sizes("128,512x640") == [(128, 128), (512, 640)]
+    assert args.modes == ["train"]
+    assert detection_bench.parse_args(["--modes", "eval,train"]).modes == ["eval", "train"]
     for argv in (["--impls", "graphed"], ["--impls", "nope"], ["--image-sizes", "100"],
-                 ["--batch-sizes", "0"], ["--steps", "0"]):
+                 ["--batch-sizes", "0"], ["--steps", "0"], ["--modes", "test"], ["--modes", ""]):
         with pytest.raises(detection_bench.UsageError):
             detection_bench.parse_args(argv)
 
@@ -131,10 +133,12 @@ def test_tiny_cpu_run(tmp_path):
     torchvision_or_skip()
     out = tmp_path / "det.json"
     rc = detection_bench.main(["--impls", "torchvision,static", "--image-sizes", "64", "--batch-sizes", "1",
-                               "--steps", "1", "--warmup", "1", "--max-boxes", "2", "--json", str(out)])
+                               "--steps", "1", "--warmup", "1", "--max-boxes", "2", "--modes", "train,eval",
+                               "--json", str(out)])
     data = json.loads(out.read_text())
     assert rc == 0, data["failures"]
     assert data["device"] == "cpu" and data["complete"] and data["checks"] == [] and data["failures"] == []
-    assert [(r["impl"], r["supported"], r["steps"]) for r in data["results"]] == [
-        ("torchvision", True, 1), ("static", True, 1)]
+    assert [(r["mode"], r["impl"], r["supported"], r["steps"]) for r in data["results"]] == [
+        ("train", "torchvision", True, 1), ("train", "static", True, 1),
+        ("eval", "torchvision", True, 1), ("eval", "static", True, 1)]
     assert data["results"][0]["speedup_vs_torchvision"] == 1.0
