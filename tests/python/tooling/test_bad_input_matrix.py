@@ -31,6 +31,8 @@ BALANCED_SAMPLE_GATHER = "syncfree.balanced_sample_gather"
 STRATIFIED_SAMPLE = "syncfree.stratified_sample"
 STRATIFIED_SAMPLE_GATHER = "syncfree.stratified_sample_gather"
 GATHER_SAMPLED = "syncfree.gather_sampled"
+ROI_ALIGN = "syncfree.multi_scale_roi_align"
+MAPS = "[torch.randn(2, 4, 16, 16), torch.randn(2, 4, 8, 8)]"  # two levels of a 64x64 image
 CASES = [
     ("balanced_sample", "labels", "float32", f"{BALANCED_SAMPLE}(torch.zeros(2, 10), 4)", "RuntimeError", r"labels must be bool or an integer tensor .*got dtype Float"),
     ("balanced_sample", "labels", "float64", f"{BALANCED_SAMPLE}(torch.zeros(10, dtype=torch.float64), 4)", "RuntimeError", r"labels must be bool or an integer .*Double"),
@@ -154,6 +156,16 @@ CASES = [
     ("gather_sampled", "indices", "shape differs from valid", f"{GATHER_SAMPLED}({FEATURES}, {LABELS}, torch.zeros(2, 4, dtype=torch.long), torch.ones(2, 3, dtype=torch.bool))", "RuntimeError", r"indices and valid must have shape labels.shape\[:-1\] \+ \[K\]"),
     ("gather_sampled", "indices", "valid slot outside [0, N)", f"{GATHER_SAMPLED}({FEATURES}, {LABELS}, torch.full((2, 4), 10), torch.ones(2, 4, dtype=torch.bool))", "RuntimeError", r"index 10 of a valid slot is outside \[0, 10\)"),
     ("gather_sampled", "indices", "invalid slot outside [0, N)", f"{GATHER_SAMPLED}({FEATURES}, {LABELS}, torch.full((2, 4), 99), torch.zeros(2, 4, dtype=torch.bool))[1].eq(-1).all().item()", "ok: ignored (zeros, label -1)"),
+    ("multi_scale_roi_align", "boxes", "a NaN coordinate", f"{ROI_ALIGN}({MAPS}, torch.tensor([[[0.0, float('nan'), 10.0, 50.0], [0.0, 0.0, 30.0, 40.0]]]).expand(2, 2, 4), 7, [0.25, 0.125], 2).reshape(2, 2, -1).eq(0).all(-1).tolist() == [[True, False], [True, False]]", "ok: zeros for that box (torchvision's roi_align may crash)"),
+    ("multi_scale_roi_align", "boxes", "an infinite coordinate", f"{ROI_ALIGN}({MAPS}, torch.tensor([[[0.0, 0.0, float('inf'), 50.0]]]).expand(2, 1, 4), 7, [0.25, 0.125], 2).eq(0).all().item()", "ok: zeros for that box"),
+    ("multi_scale_roi_align", "boxes", "x2 < x1", f"{ROI_ALIGN}({MAPS}, torch.tensor([[[60.0, 20.0, 10.0, 90.0]]]).expand(2, 1, 4), 7, [0.25, 0.125], 2).eq(0).all().item()", "ok: zeros (torchvision's LevelMapper gives no level)"),
+    ("multi_scale_roi_align", "boxes", "shape [B, 4]", f"{ROI_ALIGN}({MAPS}, torch.zeros(2, 4), 7, [0.25, 0.125], 2)", "RuntimeError", r"boxes must have shape \[B, K, 4\] \(x1, y1, x2, y2\) with B = 2 \(the features' batch size\), got shape \[2, 4\]"),
+    ("multi_scale_roi_align", "features", "empty list", f"{ROI_ALIGN}([], torch.zeros(2, 1, 4), 7, [], 2)", "RuntimeError", r"features must hold 1 to 16 feature maps \[B, C, H, W\] \(one per level, finest first\), got 0"),
+    ("multi_scale_roi_align", "features", "channels differ", f"{ROI_ALIGN}([torch.randn(2, 4, 16, 16), torch.randn(2, 3, 8, 8)], torch.zeros(2, 1, 4), 7, [0.25, 0.125], 2)", "RuntimeError", r"features\[1\] must have features\[0\]'s batch size and channels \[2, 4\], got shape \[2, 3, 8, 8\]"),
+    ("multi_scale_roi_align", "features", "a tensor, not a list", f"{ROI_ALIGN}(torch.randn(2, 4, 16, 16), torch.zeros(2, 1, 4), 7, [0.25], 2)", "TypeError", r"features must be a list of tensors \[B, C, H, W\], got Tensor"),
+    ("multi_scale_roi_align", "spatial_scales", "one scale for two levels", f"{ROI_ALIGN}({MAPS}, torch.zeros(2, 1, 4), 7, [0.25], 2)", "RuntimeError", r"spatial_scales must hold one scale per level \(2\), got 1 scales"),
+    ("multi_scale_roi_align", "sampling_ratio", "0 (adaptive)", f"{ROI_ALIGN}({MAPS}, torch.zeros(2, 1, 4), 7, [0.25, 0.125], 0)", "RuntimeError", r"sampling_ratio must be at least 1 .*adaptive sampling"),
+    ("multi_scale_roi_align", "valid", "int64", f"{ROI_ALIGN}({MAPS}, torch.zeros(2, 1, 4), 7, [0.25, 0.125], 2, valid=torch.ones(2, 1, dtype=torch.long))", "RuntimeError", r"valid must be a bool tensor, got dtype Long"),
 ]
 
 RUNNER = r"""
