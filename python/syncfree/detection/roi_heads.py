@@ -429,16 +429,45 @@ def losses(heads, features: Dict[str, Tensor], proposals: Tensor, proposal_valid
 # Eval
 
 
+def per_class_nms(boxes: Tensor, scores: Tensor, valid: Tensor, classes: int, iou_threshold: float,
+                  slots: int) -> Tuple[Tensor, Tensor]:
+    """``syncfree.nms(boxes, scores, iou_threshold, slots, idxs=class, valid=valid)``
+    for candidates laid out proposal-major, class-minor (``boxes [B, P *
+    classes, 4]``, candidate ``p * classes + c`` of class ``c``), computed as
+    one row per class (``[B, classes, P]``) and merged by rank (score
+    descending, then candidate index): the same indices in the same order,
+    with a suppression mask per class (``classes * P^2 / 8`` bytes per image
+    on CUDA instead of ``(classes * P)^2 / 8``: 11 MB instead of 1 GB for
+    1000 proposals and 90 classes)."""
+    from ..ops import nms
+
+    b, n = scores.shape
+    p = n // classes
+    by_class = (boxes.reshape(b, p, classes, 4).transpose(1, 2), scores.reshape(b, p, classes).transpose(1, 2),
+                valid.reshape(b, p, classes).transpose(1, 2))
+    kept, ok = nms(by_class[0], by_class[1], iou_threshold, slots, valid=by_class[2])  # [B, classes, slots]
+    cls = torch.arange(classes, device=kept.device).view(1, classes, 1)
+    index = torch.where(ok, kept * classes + cls, torch.full_like(kept, n)).reshape(b, -1)
+    score = torch.where(ok.reshape(b, -1), scores.gather(1, index.clamp(max=n - 1)),
+                        torch.full_like(index, float("-inf"), dtype=scores.dtype))
+    # Rank: score descending, then the lower candidate index (a stable sort by
+    # score of the candidates sorted by index); invalid slots last.
+    index, order = index.sort(dim=1)
+    score = score.gather(1, order)
+    _, by_score = score.sort(dim=1, descending=True, stable=True)
+    index = index.gather(1, by_score)[:, :slots]
+    merged_ok = index < n
+    return torch.where(merged_ok, index, torch.full_like(index, -1)), merged_ok
+
+
 def postprocess_detections(heads, class_logits: Tensor, box_regression: Tensor, proposals: Tensor,
                            proposal_valid: Tensor, image_size: Tuple[int, int],
                            image_sizes: Optional[Tensor]) -> Dict[str, Tensor]:
     """torchvision's ``postprocess_detections``: per-class boxes clipped (to
     each image's size), background, low scores and small boxes masked,
-    ``syncfree.nms`` per class into ``detections_per_img`` slots, in
-    torchvision's candidate order (proposal-major, class-minor). Invalid
-    slots are zeros."""
-    from ..ops import nms
-
+    ``syncfree.nms`` per class into ``detections_per_img`` slots
+    (:func:`per_class_nms`), in torchvision's candidate order (proposal-major,
+    class-minor). Invalid slots are zeros."""
     b, m = proposals.shape[0], proposals.shape[1]
     num_classes = class_logits.shape[-1]
     pred_boxes = decode(heads.box_coder, box_regression, proposals.reshape(-1, 4))
@@ -452,7 +481,7 @@ def postprocess_detections(heads, class_logits: Tensor, box_regression: Tensor, 
           & (boxes[..., 3] - boxes[..., 1] >= 1e-2)
           & proposal_valid.repeat_interleave(num_classes - 1, dim=1))
     slots = int(heads.detections_per_img)
-    kept, valid = nms(boxes, scores, float(heads.nms_thresh), slots, idxs=labels, valid=ok)
+    kept, valid = per_class_nms(boxes, scores, ok, num_classes - 1, float(heads.nms_thresh), slots)
     index = kept.clamp(min=0)
     out_boxes = gather_rows(boxes, index)
     out_boxes = torch.where(valid[..., None], out_boxes, torch.zeros_like(out_boxes))

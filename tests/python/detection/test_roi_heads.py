@@ -1,9 +1,12 @@
 """syncfree.detection.roi_heads' parts against torchvision and torch: mask
-pasting, batch norm over the valid RoIs."""
+pasting, batch norm over the valid RoIs, the detections' per-class nms."""
 import copy
 
+import pytest
 import torch
 from torch import nn
+
+import syncfree
 
 
 def test_paste_masks_equals_torchvision(tv):
@@ -145,3 +148,27 @@ def test_heatmaps_to_keypoints_in_reduced_precision(tv):
         ulp = ref_scores.abs() * torch.finfo(dtype).eps  # at least one unit in the last place
         assert ((got_scores - ref_scores).abs()[differ] <= ulp[differ]).all(), dtype
         torch.testing.assert_close(got_scores, ref_scores, atol=0.05, rtol=0.02)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_per_class_nms_equals_one_row_with_class_ids(dtype):
+    """The detections' nms as one row per class, merged by rank, keeps the
+    indices the one-row call with the class as id keeps, in the same order:
+    clustered boxes, scores with ties (within and across classes), masked
+    candidates, fewer and more survivors than slots."""
+    from syncfree.detection.roi_heads import per_class_nms
+
+    gen = torch.Generator().manual_seed(11)
+    for b, proposals, classes, slots in [(2, 50, 5, 20), (3, 200, 7, 100), (1, 30, 90, 10), (2, 40, 3, 500)]:
+        centers = torch.rand(b, 8, 2, generator=gen, dtype=dtype) * 100
+        pick = torch.randint(0, 8, (b, proposals * classes), generator=gen)
+        xy = centers.gather(1, pick.unsqueeze(-1).expand(-1, -1, 2)) + torch.rand(
+            b, proposals * classes, 2, generator=gen, dtype=dtype) * 6
+        boxes = torch.cat([xy, xy + 10 + torch.rand(b, proposals * classes, 2, generator=gen, dtype=dtype) * 20], -1)
+        scores = torch.randint(0, 12, (b, proposals * classes), generator=gen).to(dtype) / 12  # many ties
+        valid = torch.rand(b, proposals * classes, generator=gen) < 0.8
+        labels = torch.arange(classes).repeat(proposals).expand(b, -1)
+        want = syncfree.nms(boxes, scores, 0.5, slots, idxs=labels, valid=valid)
+        got = per_class_nms(boxes, scores, valid, classes, 0.5, slots)
+        assert torch.equal(got[1], want[1]) and torch.equal(got[0], want[0])
+        assert 0 < int(want[1].sum()) and (slots > 100 or bool(want[1].all()))
