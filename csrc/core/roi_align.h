@@ -148,17 +148,21 @@ inline void roi_taps(const RoiGeometry<T>& g, int64_t height, int64_t width, int
   }
 }
 
+// One sample's bilinear value over one channel plane, in torchvision's
+// order: ((w1 v1 + w2 v2) + w3 v3) + w4 v4.
+template <typename T, typename In>
+SYNCFREE_HD T tap_value(const BilinearTap<T>& t, const In* plane) {
+  return t.w1 * static_cast<T>(plane[t.pos1]) + t.w2 * static_cast<T>(plane[t.pos2]) +
+         t.w3 * static_cast<T>(plane[t.pos3]) + t.w4 * static_cast<T>(plane[t.pos4]);
+}
+
 // One pooled value: the bin's taps (grid_h * grid_w of them, from roi_taps)
 // over one channel plane, summed in torchvision's order. In is the features'
 // storage type, converted to T on load.
 template <typename T, typename In>
 SYNCFREE_HD T pool_bin(const BilinearTap<T>* taps, int samples, const In* plane, T count) {
   T value = 0.;
-  for (int s = 0; s < samples; ++s) {
-    const BilinearTap<T>& t = taps[s];
-    value += t.w1 * static_cast<T>(plane[t.pos1]) + t.w2 * static_cast<T>(plane[t.pos2]) +
-             t.w3 * static_cast<T>(plane[t.pos3]) + t.w4 * static_cast<T>(plane[t.pos4]);
-  }
+  for (int s = 0; s < samples; ++s) value += tap_value<T, In>(taps[s], plane);
   value /= count;
   return value;
 }

@@ -100,7 +100,35 @@ void pool_forward(const std::vector<at::Tensor>& features, const at::Tensor& box
       const int64_t plane = lv.height * lv.width;
       const In* base = features[static_cast<size_t>(level)].const_data_ptr<In>() +
                        (r / k) * channels * plane;
-      for (int64_t c = 0; c < channels; ++c) {
+      // Four channels at a time: each tap is loaded once for four
+      // independent sums, each in torchvision's order (the same bits).
+      int64_t c = 0;
+      for (; c + 4 <= channels; c += 4) {
+        const In* p0 = base + c * plane;
+        const In* p1 = p0 + plane;
+        const In* p2 = p1 + plane;
+        const In* p3 = p2 + plane;
+        for (int64_t bin = 0; bin < bins; ++bin) {
+          const core::BilinearTap<T>* t = taps.data() + bin * samples;
+          T v0 = 0., v1 = 0., v2 = 0., v3 = 0.;
+          for (int s = 0; s < samples; ++s) {
+            const core::BilinearTap<T>& q = t[s];
+            v0 += core::tap_value<T, In>(q, p0);
+            v1 += core::tap_value<T, In>(q, p1);
+            v2 += core::tap_value<T, In>(q, p2);
+            v3 += core::tap_value<T, In>(q, p3);
+          }
+          v0 /= g.count;
+          v1 /= g.count;
+          v2 /= g.count;
+          v3 /= g.count;
+          o[c * bins + bin] = static_cast<In>(v0);
+          o[(c + 1) * bins + bin] = static_cast<In>(v1);
+          o[(c + 2) * bins + bin] = static_cast<In>(v2);
+          o[(c + 3) * bins + bin] = static_cast<In>(v3);
+        }
+      }
+      for (; c < channels; ++c) {
         const In* p = base + c * plane;
         for (int64_t bin = 0; bin < bins; ++bin) {
           o[c * bins + bin] =

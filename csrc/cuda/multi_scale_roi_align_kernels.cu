@@ -90,10 +90,10 @@ __global__ void forward_kernel(RoiAlignArgs a, int64_t total) {
       for (int iy = 0; iy < e.g.grid_h; ++iy) {
         const T y = core::roi_sample_y(e.g, static_cast<int>(e.ph), iy);
         for (int ix = 0; ix < e.g.grid_w; ++ix) {
-          const core::BilinearTap<T> t = core::bilinear_tap<T>(
-              lv.height, lv.width, y, core::roi_sample_x(e.g, static_cast<int>(e.pw), ix));
-          value += t.w1 * to_compute(plane[t.pos1]) + t.w2 * to_compute(plane[t.pos2]) +
-                   t.w3 * to_compute(plane[t.pos3]) + t.w4 * to_compute(plane[t.pos4]);
+          value += core::tap_value<T, In>(
+              core::bilinear_tap<T>(lv.height, lv.width, y,
+                                    core::roi_sample_x(e.g, static_cast<int>(e.pw), ix)),
+              plane);
         }
       }
       value /= e.g.count;

@@ -136,8 +136,9 @@ namespace {
 constexpr const char* kOp = "multi_scale_roi_align";
 
 // Each box's level index, or -1 when it is not pooled (a slot that is not
-// valid, a non-finite coordinate, or a level that is NaN: a box with x2 < x1
-// or y2 < y1, as torchvision's MultiScaleRoIAlign pools no level for it).
+// valid, a non-finite coordinate, or a level that is NaN: with several
+// levels, a box of negative area, for which torchvision's MultiScaleRoIAlign
+// pools no level).
 // torchvision's LevelMapper, with the same tensor operations in the same
 // order (its log2 and its division are ATen's on every backend), on the
 // boxes in their own dtype (float16 and bfloat16 upcast to float32, as

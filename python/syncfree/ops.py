@@ -430,9 +430,12 @@ def multi_scale_roi_align(
             (adaptive sampling, 0 in torchvision, has a data-dependent cost).
         aligned: shift the boxes by -0.5 pixel (torchvision's ``aligned``).
         valid: optional bool ``[B, K]``: the slots to pool. The others, and
-            boxes with a non-finite coordinate or with ``x2 < x1`` or
-            ``y2 < y1`` (torchvision's ``LevelMapper`` gives them no level),
-            pool zeros and receive no gradient.
+            boxes with a non-finite coordinate, pool zeros and receive no
+            gradient; so do boxes of negative area (exactly one of ``x2 <
+            x1``, ``y2 < y1``) with several levels, as in torchvision (its
+            ``LevelMapper`` gives them a NaN level, hence none); other
+            reversed boxes are pooled as torchvision pools them (as 1 x 1
+            pixel boxes, unless ``aligned``).
         canonical_scale, canonical_level, eps: ``LevelMapper``'s ``s0``,
             ``lvl0`` and ``eps`` (torchvision's defaults).
 
@@ -466,8 +469,10 @@ def multi_scale_roi_align(
         _check_float(op, "eps", eps)
     if isinstance(output_size, int):
         size = [output_size, output_size]
-    else:
+    elif isinstance(output_size, list):
         size = [int(s) for s in output_size]
+    else:
+        size = list(output_size)
     return torch.ops.syncfree.multi_scale_roi_align(
         list(features), boxes, size, [float(s) for s in spatial_scales], sampling_ratio, aligned,
         valid=valid, canonical_scale=float(canonical_scale), canonical_level=canonical_level, eps=float(eps))
