@@ -46,6 +46,14 @@ std::tuple<at::Tensor, at::Tensor> nms_cuda(const at::Tensor& boxes, const at::T
               "2^31 and N at most 4194240, got ",
               rows, " rows of N = ", n, " boxes (boxes of shape ", boxes.sizes(), ")");
 
+  const double mask_bytes = cuda::nms_mask_bytes(rows, n);
+  TORCH_CHECK(mask_bytes <= cuda::kNmsMaxMaskBytes,
+              "syncfree.nms: boxes too large for the CUDA backend's suppression mask: ", rows,
+              " rows of N = ", n, " boxes need ", static_cast<int64_t>(mask_bytes),
+              " bytes of mask (rows * N * ceil(N / 64) * 8), more than the limit of ",
+              static_cast<int64_t>(cuda::kNmsMaxMaskBytes),
+              " (64 GiB); with many ids, lay them out as a leading dimension (one row per id: "
+              "boxes [..., ids, n, 4]) and merge the rows' kept boxes by score");
   // Contiguous [rows, n, 4], [rows, n] inputs (a copy only where strided);
   // ids as int64.
   const at::Tensor b = boxes.reshape({rows, n, 4}).contiguous();

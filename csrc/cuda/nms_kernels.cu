@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cub/device/device_radix_sort.cuh>
 #include <cub/device/device_segmented_radix_sort.cuh>
 
 #include "core/nms.h"
@@ -58,11 +59,20 @@ struct Layout {
   size_t total;
 };
 
+// The rank sort: one row takes cub's device-wide radix sort (every SM);
+// several rows the segmented sort (one block per row).
 template <typename T>
 size_t sort_temp_bytes(int64_t rows, int64_t n) {
   using Key = typename KeyOf<T>::type;
   size_t bytes = 0;
   // With a null buffer, cub only computes the size (host only, no launch).
+  if (rows == 1) {
+    const cudaError_t err = cub::DeviceRadixSort::SortPairsDescending(
+        nullptr, bytes, static_cast<const Key*>(nullptr), static_cast<Key*>(nullptr),
+        static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
+        static_cast<int>(n), 0, static_cast<int>(sizeof(Key) * 8));
+    return err == cudaSuccess ? bytes : 0;
+  }
   const cudaError_t err = cub::DeviceSegmentedRadixSort::SortPairsDescending(
       nullptr, bytes, static_cast<const Key*>(nullptr), static_cast<Key*>(nullptr),
       static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr),
@@ -223,15 +233,26 @@ __global__ void __launch_bounds__(kGreedyThreads)
   __shared__ int64_t kept;
   __shared__ int num_word_kept;
   __shared__ int32_t word_kept[kTile];
+  // The word's own mask words (rank b's bits within word cb), loaded by 64
+  // threads at once before thread 0 walks them: no dependent global load
+  // per kept rank.
+  __shared__ unsigned long long diagonal[kTile];
   const int64_t used = (m + kTile - 1) / kTile;
   for (int64_t w = t; w < used; w += blockDim.x) removed[w] = 0;
   if (t == 0) kept = 0;
   __syncthreads();
-  // Thread 0 writes kept, num_word_kept and word_kept only between the
-  // second barrier of one word and the first of the next; the other threads
-  // read them only between the two barriers (kept into a register, so that
-  // every thread leaves the loop at the same word).
+  // Per word, three barriers: after the diagonal's load, after thread 0's
+  // walk, after the block's ORs. Thread 0 writes kept, num_word_kept and
+  // word_kept only between the first and the second; the other threads read
+  // them only between the second and the third (kept into a register, so
+  // that every thread leaves the loop at the same word), and rewrite
+  // diagonal only after the third.
   for (int64_t cb = 0; cb < used; ++cb) {
+    if (t < kTile) {
+      const int64_t i = cb * kTile + t;
+      diagonal[t] = i < m ? mask[(base + i) * words + cb] : 0ull;
+    }
+    __syncthreads();
     if (t == 0) {
       unsigned long long rem = removed[cb];
       int64_t k = kept;
@@ -244,7 +265,7 @@ __global__ void __launch_bounds__(kGreedyThreads)
         ok[k] = true;
         ++k;
         word_kept[nk++] = static_cast<int32_t>(i);
-        rem |= mask[(base + i) * words + cb];
+        rem |= diagonal[b];
       }
       removed[cb] = rem;
       num_word_kept = nk;
@@ -284,11 +305,19 @@ cudaError_t launch_typed(const NmsArgs& a, cudaStream_t stream) {
     if (err != cudaSuccess) return err;
     size_t temp = l.sort_temp_bytes;
     using Key = typename KeyOf<T>::type;
-    err = cub::DeviceSegmentedRadixSort::SortPairsDescending(
-        l.sort_temp, temp, static_cast<const Key*>(l.keys_in), l.keys_out,
-        static_cast<const int32_t*>(l.vals_in), l.vals_out, static_cast<int>(items),
-        static_cast<int>(rows), static_cast<const int32_t*>(l.offsets),
-        static_cast<const int32_t*>(l.offsets + 1), 0, static_cast<int>(sizeof(Key) * 8), stream);
+    if (rows == 1) {  // stable too: equal keys keep increasing index
+      err = cub::DeviceRadixSort::SortPairsDescending(
+          l.sort_temp, temp, static_cast<const Key*>(l.keys_in), l.keys_out,
+          static_cast<const int32_t*>(l.vals_in), l.vals_out, static_cast<int>(items), 0,
+          static_cast<int>(sizeof(Key) * 8), stream);
+    } else {
+      err = cub::DeviceSegmentedRadixSort::SortPairsDescending(
+          l.sort_temp, temp, static_cast<const Key*>(l.keys_in), l.keys_out,
+          static_cast<const int32_t*>(l.vals_in), l.vals_out, static_cast<int>(items),
+          static_cast<int>(rows), static_cast<const int32_t*>(l.offsets),
+          static_cast<const int32_t*>(l.offsets + 1), 0, static_cast<int>(sizeof(Key) * 8),
+          stream);
+    }
     if (err != cudaSuccess) return err;
     gather_kernel<In, T><<<element_blocks(items), kElementThreads, 0, stream>>>(
         boxes, a.idxs, rows, n, l.keys_out, l.vals_out, l.x1, l.y1, l.x2, l.y2, l.area, l.ids,
@@ -319,6 +348,10 @@ bool nms_shape_supported(int64_t rows, int64_t n) {
   // The mask, the largest piece: rows * n * words * 8 bytes below 2^61.
   const double mask = static_cast<double>(rows) * n * words_per_rank(n) * 8.0;
   return mask < 2305843009213693952.0;
+}
+
+double nms_mask_bytes(int64_t rows, int64_t n) {
+  return static_cast<double>(rows) * static_cast<double>(n) * static_cast<double>(words_per_rank(n)) * 8.0;
 }
 
 size_t nms_workspace_bytes(const NmsArgs& a) {

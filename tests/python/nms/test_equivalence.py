@@ -457,3 +457,33 @@ def test_cuda_equals_cpu(dtype):
                         assert got[0].device.type == "cuda"
                         assert torch.equal(got[0].cpu(), want[0]) and torch.equal(got[1].cpu(), want[1]), \
                             (lead, n, ties, thr, m, ids is None)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("lead, n, m", [((1,), 20000, 20000), ((2,), 17000, 300), ((70000,), 8, 4), ((66000,), 65, 65)],
+                         ids=["one-row-20000", "two-rows-17000", "70000-rows", "66000-rows-of-65"])
+def test_cuda_equals_cpu_at_detection_scale(lead, n, m):
+    """Where the CUDA kernels switch to their other loops: more than 256 mask
+    words per rank (N > 16,384; one row takes the device-wide sort), and more
+    than 65,535 rows (the mask grid's z limit)."""
+    boxes, scores, idxs, valid = nms_inputs(lead, n, 3)
+    for thr in (0.5, 0.7):
+        for ids, ok in ((None, None), (idxs, valid)):
+            want = syncfree.nms(boxes, scores, thr, m, idxs=ids, valid=ok)
+            got = syncfree.nms(boxes.cuda(), scores.cuda(), thr, m, idxs=None if ids is None else ids.cuda(),
+                               valid=None if ok is None else ok.cuda())
+            assert torch.equal(got[0].cpu(), want[0]) and torch.equal(got[1].cpu(), want[1]), (lead, n, thr)
+
+
+@pytest.mark.cuda
+def test_cuda_mask_limit_is_a_clear_error_before_any_allocation():
+    """rows * N * ceil(N / 64) * 8 bytes of suppression mask at most 64 GiB:
+    800,000 boxes in one row would need 80 GB."""
+    boxes, scores, _, _ = nms_inputs((1,), 800000, 5, device="cuda")
+    free_before = torch.cuda.mem_get_info()[0]
+    with pytest.raises(RuntimeError, match=r"^syncfree\.nms: boxes too large for the CUDA backend's suppression "
+                                           r"mask: 1 rows of N = 800000 boxes need 80000000000 bytes of mask .*"
+                                           r"more than the limit of 68719476736 \(64 GiB\); with many ids, lay them "
+                                           r"out as a leading dimension"):
+        syncfree.nms(boxes, scores, 0.5, 100)
+    assert torch.cuda.mem_get_info()[0] >= free_before - (64 << 20)
