@@ -317,6 +317,36 @@ TEST(Api, NmsThroughTheDispatcher) {
   EXPECT_THROW(syncfree::nms(boxes, scores, 0.4, -1), c10::Error);
 }
 
+TEST(Api, MultiScaleRoiAlignThroughTheDispatcher) {
+  // Two levels of a 32x32 image (strides 4 and 8); each map holds its level
+  // index plus 1 everywhere, so a pooled box reads which level it came from.
+  const std::vector<at::Tensor> features{at::full({2, 3, 8, 8}, 1.f).requires_grad_(),
+                                         at::full({2, 3, 4, 4}, 2.f).requires_grad_()};
+  // LevelMapper (canonical 224 at level 4, levels 2..3): a 4x4 box goes to
+  // level 2 (index 0), a 30x30 one too (log2(30 / 224) + 4 = 1.1, clamped);
+  // canonical scale 16 at level 3 sends the 30x30 box to level 3 (index 1).
+  const at::Tensor boxes =
+      at::tensor({1.f, 1.f, 5.f, 5.f, 0.f, 0.f, 30.f, 30.f}).reshape({1, 2, 4}).expand({2, 2, 4});
+  const at::Tensor valid = at::tensor({1, 1, 1, 0}, at::kLong).ne(0).reshape({2, 2});
+  at::Tensor out = syncfree::multi_scale_roi_align(features, boxes, {2, 2}, {0.25, 0.125}, 2);
+  EXPECT_EQ(out.sizes(), at::IntArrayRef({4, 3, 2, 2}));
+  EXPECT_TRUE(at::equal(out, at::ones_like(out)));
+  out = syncfree::multi_scale_roi_align(
+      features, boxes, {2, 2}, {0.25, 0.125}, 2,
+      syncfree::RoiAlignOptions().valid(valid).canonical_scale(16).canonical_level(3));
+  const at::Tensor want =
+      at::tensor({1.f, 2.f, 1.f, 0.f}).view({4, 1, 1, 1}).expand({4, 3, 2, 2});
+  EXPECT_TRUE(at::equal(out, want));
+  // Each pooled value is an average of weights summing to 1: the gradient of
+  // the sum spreads 4 (bins) x 3 channels per pooled box over its level.
+  out.sum().backward();
+  EXPECT_FLOAT_EQ(features[0].grad().sum().item<float>(), 2 * 12.f);
+  EXPECT_FLOAT_EQ(features[1].grad().sum().item<float>(), 12.f);
+  EXPECT_THROW(syncfree::multi_scale_roi_align(features, boxes, {2, 2}, {0.25}, 2), c10::Error);
+  EXPECT_THROW(syncfree::multi_scale_roi_align(features, boxes, {2, 2}, {0.25, 0.125}, 0),
+               c10::Error);
+}
+
 // An error raised by the op called on behalf of another (balanced_sample
 // from balanced_sample_gather) names the op the user called, and keeps its
 // kind (its Python exception type); torch's own errors pass unchanged.
