@@ -85,8 +85,10 @@ void pool_forward(const std::vector<at::Tensor>& features, const at::Tensor& box
     for (int64_t r = begin; r < end; ++r) {
       In* o = out + r * channels * bins;
       const int64_t level = levels[r];
-      // Not pooled, or a level without pixels (nothing to sample): zeros.
-      if (level < 0 || geo[static_cast<size_t>(level)].height == 0 ||
+      // Not pooled (or a level that does not exist: the internal op may be
+      // called directly), or a level without pixels (nothing to sample): zeros.
+      if (level < 0 || level >= static_cast<int64_t>(geo.size()) ||
+          geo[static_cast<size_t>(level)].height == 0 ||
           geo[static_cast<size_t>(level)].width == 0) {
         std::fill(o, o + channels * bins, In(0));
         continue;
@@ -170,7 +172,8 @@ void pool_backward(const at::Tensor& grad, const at::Tensor& boxes, const int64_
       for (int64_t j = 0; j < k; ++j) {
         const int64_t r = b * k + j;
         const int64_t level = levels[r];
-        if (level < 0 || geo[static_cast<size_t>(level)].height == 0 ||
+        if (level < 0 || level >= static_cast<int64_t>(geo.size()) ||
+            geo[static_cast<size_t>(level)].height == 0 ||
             geo[static_cast<size_t>(level)].width == 0) {
           continue;
         }

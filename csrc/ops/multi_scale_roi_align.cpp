@@ -78,10 +78,10 @@ void check_roi_align_args(const char* op, at::TensorList features, const at::Ten
               "bin); adaptive sampling (sampling_ratio <= 0) takes a number of points that "
               "depends on each box's size, which static shapes cannot do, got ",
               sampling_ratio);
-  TORCH_CHECK(sampling_ratio <= kMaxRoiSamples &&
-                  output_size[0] <= kMaxRoiSamples && output_size[1] <= kMaxRoiSamples &&
-                  output_size[0] * output_size[1] * sampling_ratio * sampling_ratio <=
-                      kMaxRoiSamples,
+  // In double: the product of four int64 factors of up to 2^20 each would overflow.
+  TORCH_CHECK(static_cast<double>(output_size[0]) * static_cast<double>(output_size[1]) *
+                      static_cast<double>(sampling_ratio) * static_cast<double>(sampling_ratio) <=
+                  static_cast<double>(kMaxRoiSamples),
               "syncfree.", op,
               ": output_size[0] * output_size[1] * sampling_ratio^2 (the samples per box) must "
               "be at most ",
@@ -137,8 +137,9 @@ constexpr const char* kOp = "multi_scale_roi_align";
 
 // Each box's level index, or -1 when it is not pooled (a slot that is not
 // valid, a non-finite coordinate, or a level that is NaN: with several
-// levels, a box of negative area, for which torchvision's MultiScaleRoIAlign
-// pools no level).
+// levels, a box of negative area; or a level without a feature map: scales
+// that skip a power of two give the mapper more levels than maps; in both
+// cases torchvision's MultiScaleRoIAlign pools no level).
 // torchvision's LevelMapper, with the same tensor operations in the same
 // order (its log2 and its division are ATen's on every backend), on the
 // boxes in their own dtype (float16 and bfloat16 upcast to float32, as
@@ -165,7 +166,9 @@ at::Tensor roi_levels(int64_t num_levels, const at::Tensor& boxes,
       at::clamp(at::floor(at::log2(s / canonical_scale).add(canonical_level).add(eps)), k_min,
                 k_max);
   const at::Tensor level = target.to(at::kLong) - k_min;
-  return level.masked_fill_(usable.logical_and(target.isnan().logical_not()).logical_not(), -1);
+  const at::Tensor pooled =
+      usable.logical_and(target.isnan().logical_not()).logical_and(level.lt(num_levels));
+  return level.masked_fill_(pooled.logical_not(), -1);
 }
 
 using PoolFn = at::Tensor(at::TensorList, const at::Tensor&, const at::Tensor&, at::IntArrayRef,

@@ -34,11 +34,14 @@ def roi_pool(pooler, features: Dict[str, Tensor], boxes: Tensor, image_size: Tup
     level torchvision's ``LevelMapper`` assigns it; slots where ``valid [B,
     K]`` is false are not pooled (zeros). A pooler with adaptive sampling
     (``sampling_ratio <= 0``, a data-dependent number of samples) takes
-    :func:`roi_pool_every_level` instead."""
+    :func:`roi_pool_every_level` instead, and so do CUDA features under
+    ``torch.use_deterministic_algorithms(True)``: the fused op's CUDA backward
+    adds with atomics, where torchvision's ``roi_align`` switches to a
+    deterministic implementation."""
     from ..ops import multi_scale_roi_align
 
     x = [v for k, v in features.items() if k in pooler.featmap_names]  # torchvision's _filter_input
-    if pooler.sampling_ratio <= 0:
+    if pooler.sampling_ratio <= 0 or (boxes.device.type == "cuda" and torch.are_deterministic_algorithms_enabled()):
         return roi_pool_every_level(pooler, x, boxes, image_size)
     return multi_scale_roi_align(x, boxes, pooler.output_size, pooler_scales(x, image_size), pooler.sampling_ratio,
                                  valid=valid, canonical_scale=float(pooler.canonical_scale),

@@ -442,13 +442,16 @@ def per_class_nms(boxes: Tensor, scores: Tensor, valid: Tensor, classes: int, io
     from ..ops import nms
 
     b, n = scores.shape
+    if classes == 0 or n == 0:  # no candidates (no proposals, or a model without object classes)
+        none = torch.full((b, slots), -1, dtype=torch.int64, device=scores.device)
+        return none, none >= 0
     p = n // classes
     by_class = (boxes.reshape(b, p, classes, 4).transpose(1, 2), scores.reshape(b, p, classes).transpose(1, 2),
                 valid.reshape(b, p, classes).transpose(1, 2))
     kept, ok = nms(by_class[0], by_class[1], iou_threshold, slots, valid=by_class[2])  # [B, classes, slots]
     cls = torch.arange(classes, device=kept.device).view(1, classes, 1)
-    index = torch.where(ok, kept * classes + cls, torch.full_like(kept, n)).reshape(b, -1)
-    score = torch.where(ok.reshape(b, -1), scores.gather(1, index.clamp(max=n - 1)),
+    index = torch.where(ok, kept * classes + cls, torch.full_like(kept, n)).reshape(b, classes * slots)
+    score = torch.where(ok.reshape(b, classes * slots), scores.gather(1, index.clamp(max=n - 1)),
                         torch.full_like(index, float("-inf"), dtype=scores.dtype))
     # Rank: score descending, then the lower candidate index (a stable sort by
     # score of the candidates sorted by index); invalid slots last.

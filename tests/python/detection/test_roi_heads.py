@@ -172,3 +172,11 @@ def test_per_class_nms_equals_one_row_with_class_ids(dtype):
         got = per_class_nms(boxes, scores, valid, classes, 0.5, slots)
         assert torch.equal(got[1], want[1]) and torch.equal(got[0], want[0])
         assert 0 < int(want[1].sum()) and (slots > 100 or bool(want[1].all()))
+    # Empty shapes, as the one-row call gives them: no image, no proposal, no class.
+    for b, proposals, classes in [(0, 5, 3), (2, 0, 3), (2, 5, 0)]:
+        n = proposals * classes
+        boxes, scores = torch.zeros(b, n, 4, dtype=dtype), torch.zeros(b, n, dtype=dtype)
+        valid = torch.ones(b, n, dtype=torch.bool)
+        want = syncfree.nms(boxes, scores, 0.5, 7, valid=valid)
+        got = per_class_nms(boxes, scores, valid, classes, 0.5, 7)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), (b, proposals, classes)

@@ -452,3 +452,19 @@ def test_level_boundaries_in_float64_equal_torchvision(tv):
     box_list = [torch.tensor([[10.0, 10.0, 10.0 + s, 10.0 + s], [5.0, 5.0, 5.0 + 112.0, 5.0 + 112.0],
                               [1.0, 2.0, 1.0 + 224 * (1 - 2e-6), 2.0 + 224.0]], dtype=torch.float64)]
     compare_with_module(tv, features, scales, box_list, 4, 3, 2, seed=52)
+
+
+def test_scales_that_skip_a_level_equal_torchvision(tv):
+    """Maps of strides 4 and 16 (scales 1/4, 1/16): the mapper spans levels
+    2..4, three levels for two maps. torchvision pools level index 1 from the
+    second map and nothing for index 2 (zeros); so does the op (it used to
+    read past its list of maps)."""
+    g = gen(41)
+    features = [torch.randn(2, C, 64, 48, generator=g), torch.randn(2, C, 16, 12, generator=g)]  # IMAGE 256x192
+    scales = [0.25, 0.0625]
+    boxes = torch.tensor([[4.0, 4.0, 20.0, 20.0], [0.0, 0.0, 100.0, 100.0], [0.0, 0.0, 127.0, 127.0],
+                          [10.0, 10.0, 60.0, 70.0]])
+    box_list = [boxes, boxes.flip(0)]
+    levels = compare_with_module(tv, features, scales, box_list, 5, 7, 2, seed=42, canonical_scale=56,
+                                 canonical_level=3)
+    assert set(levels.tolist()) == {0, 1, 2}  # every case reached, index 2 among them

@@ -61,12 +61,17 @@ def test_cuda_tensor_without_cuda_operator_says_how_to_rebuild(op):
         "stratified_sample": (labels, 2, torch.tensor([1, 1])),
         "compact": (labels != 0, 2),
         "nms": (torch.rand(4, 4), torch.rand(4), 0.5, 2),
+        "_multi_scale_roi_align": ([torch.rand(1, 2, 4, 4)], torch.zeros(1, 1, 4), torch.zeros(1, dtype=torch.long),
+                                   [2, 2], [1.0], 2, False),
+        "_multi_scale_roi_align_backward": (torch.zeros(1, 2, 2, 2), torch.zeros(1, 1, 4),
+                                            torch.zeros(1, dtype=torch.long), [1, 2, 4, 4], [2, 2], [1.0], 2, False),
     }[op]
     cuda = torch._C.DispatchKeySet(torch._C.DispatchKey.CUDA)
     with pytest.raises(RuntimeError) as e:
         getattr(torch.ops.syncfree, op).default.redispatch(cuda, *args)
     text = str(e.value)
-    assert text.startswith(f"syncfree.{op}: {_without_cuda.OPS[op]} is on ")
+    public = op.lstrip("_").replace("_backward", "")  # an internal op's error names the public one
+    assert text.startswith(f"syncfree.{public}: {_without_cuda.OPS[op]} is on ")
     assert "this build of syncfree has no CUDA operator" in text
     assert "SYNCFREE_WITH_CUDA=1 pip install --no-build-isolation ." in text
 
