@@ -9,7 +9,8 @@ import syncfree._build_info as info
 from syncfree import _without_cuda
 
 OPS = ["syncfree::balanced_sample", "syncfree::_gather_sampled", "syncfree::stratified_sample",
-       "syncfree::compact", "syncfree::nms"]
+       "syncfree::compact", "syncfree::nms", "syncfree::_multi_scale_roi_align",
+       "syncfree::_multi_scale_roi_align_backward"]
 
 
 def has_kernel(op, key):
