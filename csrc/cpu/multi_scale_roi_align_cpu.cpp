@@ -48,6 +48,14 @@ std::vector<Level> levels_from(c10::SymIntArrayRef sizes, at::ArrayRef<double> s
   return out;
 }
 
+// Whether a box of this level index is pooled: -1 is "not pooled", a level
+// that does not exist is not pooled either (the internal op may be called
+// directly), and a level without pixels has nothing to sample (zeros).
+bool pooled(const std::vector<Level>& geo, int64_t level) {
+  return level >= 0 && level < static_cast<int64_t>(geo.size()) &&
+         geo[static_cast<size_t>(level)].height > 0 && geo[static_cast<size_t>(level)].width > 0;
+}
+
 // Box r's coordinates in T (any floating dtype, any strides).
 template <typename T>
 void read_box(const at::Tensor& boxes, int64_t r, T* out) {
@@ -85,11 +93,7 @@ void pool_forward(const std::vector<at::Tensor>& features, const at::Tensor& box
     for (int64_t r = begin; r < end; ++r) {
       In* o = out + r * channels * bins;
       const int64_t level = levels[r];
-      // Not pooled (or a level that does not exist: the internal op may be
-      // called directly), or a level without pixels (nothing to sample): zeros.
-      if (level < 0 || level >= static_cast<int64_t>(geo.size()) ||
-          geo[static_cast<size_t>(level)].height == 0 ||
-          geo[static_cast<size_t>(level)].width == 0) {
+      if (!pooled(geo, level)) {
         std::fill(o, o + channels * bins, In(0));
         continue;
       }
@@ -172,11 +176,7 @@ void pool_backward(const at::Tensor& grad, const at::Tensor& boxes, const int64_
       for (int64_t j = 0; j < k; ++j) {
         const int64_t r = b * k + j;
         const int64_t level = levels[r];
-        if (level < 0 || level >= static_cast<int64_t>(geo.size()) ||
-            geo[static_cast<size_t>(level)].height == 0 ||
-            geo[static_cast<size_t>(level)].width == 0) {
-          continue;
-        }
+        if (!pooled(geo, level)) continue;
         T box[4];
         read_box<T>(boxes, r, box);
         const Level& lv = geo[static_cast<size_t>(level)];
@@ -236,15 +236,9 @@ std::vector<at::Tensor> multi_scale_roi_align_backward_cpu(
     const at::Tensor& grad, const at::Tensor& boxes, const at::Tensor& levels,
     c10::SymIntArrayRef feature_sizes, at::IntArrayRef output_size,
     at::ArrayRef<double> spatial_scales, int64_t sampling_ratio, bool aligned) {
-  check_roi_levels(kOp, boxes, levels);
-  TORCH_CHECK(feature_sizes.size() == 2 + 2 * spatial_scales.size(), "syncfree.", kOp,
-              ": feature_sizes must hold B, C and (H, W) per level");
+  check_roi_backward_args(kOp, grad, boxes, levels, feature_sizes, output_size, spatial_scales);
   const int64_t rois = boxes.size(0) * boxes.size(1);
   const int64_t channels = feature_sizes[1].expect_int();
-  TORCH_CHECK(grad.dim() == 4 && grad.size(0) == rois && grad.size(1) == channels &&
-                  grad.size(2) == output_size[0] && grad.size(3) == output_size[1],
-              "syncfree.", kOp, ": grad must have the output's shape [", rois, ", ", channels,
-              ", ", output_size[0], ", ", output_size[1], "], got ", grad.sizes());
   const at::ScalarType t = grad.scalar_type();
   const bool narrow = t == at::kHalf || t == at::kBFloat16;
   // The narrow dtypes accumulate in float32 and are rounded once at the end

@@ -98,15 +98,8 @@ std::vector<at::Tensor> multi_scale_roi_align_backward_cuda(
     const at::Tensor& grad, const at::Tensor& boxes, const at::Tensor& levels,
     c10::SymIntArrayRef feature_sizes, at::IntArrayRef output_size,
     at::ArrayRef<double> spatial_scales, int64_t sampling_ratio, bool aligned) {
-  check_roi_levels(kOp, boxes, levels);
-  TORCH_CHECK(feature_sizes.size() == 2 + 2 * spatial_scales.size(), "syncfree.", kOp,
-              ": feature_sizes must hold B, C and (H, W) per level");
-  const int64_t rois = boxes.size(0) * boxes.size(1);
+  check_roi_backward_args(kOp, grad, boxes, levels, feature_sizes, output_size, spatial_scales);
   const int64_t channels = feature_sizes[1].expect_int();
-  TORCH_CHECK(grad.dim() == 4 && grad.size(0) == rois && grad.size(1) == channels &&
-                  grad.size(2) == output_size[0] && grad.size(3) == output_size[1],
-              "syncfree.", kOp, ": grad must have the output's shape [", rois, ", ", channels,
-              ", ", output_size[0], ", ", output_size[1], "], got ", grad.sizes());
   // atomicAdd: the order of the additions, hence the last bits, vary from run to run.
   at::globalContext().alertNotDeterministic("syncfree.multi_scale_roi_align backward on CUDA");
   const c10::cuda::CUDAGuard guard(grad.device());

@@ -107,6 +107,20 @@ void check_roi_levels(const char* op, const at::Tensor& boxes, const at::Tensor&
               "syncfree.", op, ": levels must be an int64 tensor [B * K] on the boxes' device");
 }
 
+void check_roi_backward_args(const char* op, const at::Tensor& grad, const at::Tensor& boxes,
+                             const at::Tensor& levels, c10::SymIntArrayRef feature_sizes,
+                             at::IntArrayRef output_size, at::ArrayRef<double> spatial_scales) {
+  check_roi_levels(op, boxes, levels);
+  TORCH_CHECK(feature_sizes.size() == 2 + 2 * spatial_scales.size(), "syncfree.", op,
+              ": feature_sizes must hold B, C and (H, W) per level");
+  const int64_t rois = boxes.size(0) * boxes.size(1);
+  const int64_t channels = feature_sizes[1].expect_int();
+  TORCH_CHECK(grad.dim() == 4 && grad.size(0) == rois && grad.size(1) == channels &&
+                  grad.size(2) == output_size[0] && grad.size(3) == output_size[1],
+              "syncfree.", op, ": grad must have the output's shape [", rois, ", ", channels,
+              ", ", output_size[0], ", ", output_size[1], "], got ", grad.sizes());
+}
+
 at::Tensor empty_roi_align_output(const char* op, at::TensorList features,
                                   const at::Tensor& boxes, at::IntArrayRef output_size) {
   const at::Tensor& f0 = features[0];

@@ -33,6 +33,13 @@ void check_roi_align_args(const char* op, at::TensorList features, const at::Ten
 // that is not pooled (checked by the internal ops: shape and dtype).
 void check_roi_levels(const char* op, const at::Tensor& boxes, const at::Tensor& levels);
 
+// The backward's arguments, checked by every backend's kernel: levels as
+// above, feature_sizes [B, C, (H, W) per level], grad of the output's shape
+// [B * K, C, h, w].
+void check_roi_backward_args(const char* op, const at::Tensor& grad, const at::Tensor& boxes,
+                             const at::Tensor& levels, c10::SymIntArrayRef feature_sizes,
+                             at::IntArrayRef output_size, at::ArrayRef<double> spatial_scales);
+
 // The output [B * K, C, h, w], uninitialized (sizes may be symbolic).
 at::Tensor empty_roi_align_output(const char* op, at::TensorList features,
                                   const at::Tensor& boxes, at::IntArrayRef output_size);
