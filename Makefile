@@ -1,6 +1,8 @@
 # Quick start (Debian 12 or 13, as root or with sudo):
 #   make bench   # build against the default torch, then compare syncfree with
-#                # the naive and topk samplers on the CPU (the headline table)
+#                # the naive and topk samplers and the floor on the CPU: the C++
+#                # CLI's headline table, then the same from Python (torch.ops
+#                # and the public wrapper, 1 thread and every CPU, fixed cost)
 #   make test    # build, C++ tests and the whole Python suite on the default torch
 #   make ci      # every leg of tests/legs.txt, then the sanitizers (what CI runs)
 # Each target installs what it needs first: Debian packages
@@ -9,9 +11,11 @@
 #
 # One torch at a time: make check TORCH=2.11.0 CUDA=ON WHEEL=1 (build + C++ and
 # Python tests, the wheel), make build TORCH=..., make bench-python, make plots,
-# make trace. BENCH_ARGS passes flags to the benchmark (see bench/syncfree_bench.cpp);
-# PYTEST_ARGS to pytest against the build tree (make test PYTEST_ARGS='-m "not slow"':
-# its -m replaces the one of TESTS).
+# make trace. BENCH_ARGS passes flags to the C++ benchmark (see
+# bench/syncfree_bench.cpp; in make bench-python and make trace, to
+# bench/bench.py), PYBENCH_ARGS to the Python one (bench/bench.py --help) in
+# make bench and make bench-python; PYTEST_ARGS to pytest against the build
+# tree (make test PYTEST_ARGS='-m "not slow"': its -m replaces the one of TESTS).
 
 # The supported torch versions and what each leg of `make ci` does: one table,
 # tests/legs.txt (its first leg is the default torch).
@@ -76,6 +80,7 @@ CCACHE_NOHASHDIR ?= 1
 export CMAKE_CXX_COMPILER_LAUNCHER CMAKE_CUDA_COMPILER_LAUNCHER CCACHE_NOHASHDIR
 endif
 BENCH_ARGS ?=
+PYBENCH_ARGS ?=
 FUZZ_SECONDS ?= 60
 
 .PHONY: all setup setup-all configure build check check-cuda-config test ci test-cpp test-python test-wheel test-sanitize \
@@ -218,16 +223,40 @@ test-sanitize: setup
 	$(SANITIZE_BUILD)/syncfree_fuzz -max_total_time=$(FUZZ_SECONDS) -max_len=4096 \
 	  -artifact_prefix=$(SANITIZE_BUILD)/ $(SANITIZE_BUILD)/corpus
 
-# bench: the headline table (a run of one to two minutes on 2 CPUs); bench-full: the
-# whole sweep (syncfree_bench --full: every size and implementation, on 1
-# thread and on every CPU; over ten minutes on 2 CPUs).
+# bench: first the C++ API, the CLI's headline table (syncfree_bench: a run of
+# one to two minutes on 2 CPUs; BENCH_ARGS), then Python, bench/bench.py
+# (PYBENCH_ARGS): the same samplers and the floor called from Python, syncfree
+# through torch.ops and through the public wrapper, single rows N = 1e3..1e6
+# and batches of 32 with N = 1e4, 1e5, on 1 thread and on every CPU, then the
+# fixed cost of a call on a tiny input (about a minute on 2 CPUs). bench-full:
+# the CLI's whole sweep (syncfree_bench --full: every size and implementation,
+# on 1 thread and on every CPU; over ten minutes on 2 CPUs), then the same
+# Python run. Results: $(BUILD)/bench-cpu.json, $(BUILD)/bench-python.json.
+# The library of the Python package ($(BUILD)/python/syncfree, its .py files
+# staged when CMake configures) is the target syncfree, which syncfree_bench
+# links.
+PYBENCH_HEADLINE := --sizes 1e3,1e4,1e5,1e6 --batch-sizes 1e4,1e5 --batch 32 --min-time 0.3
+# 1 thread and every CPU (1 alone on one CPU), as syncfree_bench --full.
+PYBENCH_THREADS := $(shell n=$$(nproc); if [ "$$n" -gt 1 ]; then echo 1,$$n; else echo 1; fi)
 .PHONY: bench-full
 bench bench-full: configure
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake --build $(BUILD) -j $(JOBS) --target syncfree_bench
+	@echo "=== C++ API (syncfree_bench) ==="
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake --build $(BUILD) -j $(JOBS) --target syncfree syncfree_bench
 	$(BUILD)/syncfree_bench $(if $(filter bench-full,$@),--full )--json $(BUILD)/bench-cpu.json $(BENCH_ARGS)
+	@echo
+	@echo "=== Python (bench/bench.py: torch.ops and the public wrapper) ==="
+	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) bench/bench.py $(PYBENCH_HEADLINE) --threads $(PYBENCH_THREADS) \
+	  --json $(BUILD)/bench-python.json $(PYBENCH_ARGS)
 
+# The Python benchmark alone, with bench/bench.py's defaults (every
+# implementation, torch.compile of the topk sampler included; every CPU).
+# PYBENCH_ARGS passes flags to it; BENCH_ARGS too, as before (and as `make
+# trace` takes them), before PYBENCH_ARGS.
 bench-python: build
-	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) bench/bench.py --json $(BUILD)/bench-python.json $(BENCH_ARGS)
+	@echo "=== Python (bench/bench.py: torch.ops and the public wrapper) ==="
+	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) bench/bench.py \
+	  --impls naive,topk,topk-compiled,syncfree,syncfree-python,syncfree-indices,floor,index-select \
+	  --json $(BUILD)/bench-python.json $(BENCH_ARGS) $(PYBENCH_ARGS)
 
 # Charts of the last `make bench` run: $(BUILD)/bench-cpu-single.png, -batch.png.
 plots: setup

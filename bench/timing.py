@@ -44,7 +44,7 @@ def repeat(fn, min_time, max_iters, one=host_ms, min_calls=5, clock=time.perf_co
     return times
 
 
-def interleaved(fns, min_rounds, min_time=0.0, one=host_ms, warmup=0):
+def interleaved(fns, min_rounds, min_time=0.0, one=host_ms, warmup=0, max_rounds=None):
     """{name: fn} timed side by side: `warmup` untimed calls of each, then
     rounds in which every fn is called once (`one` times a call), the order
     rotated by one every round, so that no fn always runs right after the
@@ -52,7 +52,8 @@ def interleaved(fns, min_rounds, min_time=0.0, one=host_ms, warmup=0):
     trimmed the heap). Rounds go on until there are `min_rounds` and the
     calls took `min_time` seconds per fn in all (a fn far slower than the
     others takes most of it); min_time 0: exactly `min_rounds` rounds.
-    Returns {name: [ms, ...]}."""
+    `max_rounds` (when given) caps the rounds, before `min_rounds` and
+    `min_time`. Returns {name: [ms, ...]}."""
     names = list(fns)
     for name in names:
         for _ in range(warmup):
@@ -60,7 +61,7 @@ def interleaved(fns, min_rounds, min_time=0.0, one=host_ms, warmup=0):
     times = {name: [] for name in names}
     target_ms = len(names) * min_time * 1e3
     spent_ms, rounds = 0.0, 0
-    while rounds < min_rounds or spent_ms < target_ms:
+    while (max_rounds is None or rounds < max_rounds) and (rounds < min_rounds or spent_ms < target_ms):
         for k in range(len(names)):
             name = names[(rounds + k) % len(names)]
             times[name].append(one(fns[name]))
