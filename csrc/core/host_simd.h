@@ -265,8 +265,97 @@ __attribute__((target("avx512f,avx512bw,avx512vl,popcnt"))) inline void compact_
 #endif
 #endif
 
-// compact_chunk (the same workspace entries and counts), with AVX-512 for
-// contiguous int64 and int32 labels where the path allows.
+#ifdef SYNCFREE_HAVE_AVX2_PATH
+// The byte shuffles that pack the 16-bit lanes of an 8-lane vector selected
+// by an 8-bit mask: front[m] puts the j-th selected lane in lane j, back[m]
+// in lane 7 - j (the other lanes get lane 0's bytes: junk, never read).
+struct PackTables {
+  alignas(16) uint8_t front[256][16];
+  alignas(16) uint8_t back[256][16];
+  PackTables() {
+    for (int m = 0; m < 256; ++m) {
+      for (int b = 0; b < 16; ++b) front[m][b] = back[m][b] = static_cast<uint8_t>(b & 1);
+      int j = 0;
+      for (int lane = 0; lane < 8; ++lane) {
+        if (!(m >> lane & 1)) continue;
+        front[m][2 * j] = back[m][2 * (7 - j)] = static_cast<uint8_t>(2 * lane);
+        front[m][2 * j + 1] = back[m][2 * (7 - j) + 1] = static_cast<uint8_t>(2 * lane + 1);
+        ++j;
+      }
+    }
+  }
+};
+
+inline const PackTables& pack_tables() {
+  static const PackTables tables;
+  return tables;
+}
+
+// compact_chunk for contiguous int64 or int32 labels with AVX2, 8 labels at a
+// time: two comparisons give each class's 8-bit mask; a byte shuffle packs
+// the class's 16-bit offsets, which go to the front (positives) or, packed
+// in reverse at the top, to the back (negatives) with one 16-byte store
+// each. The back store comes first: its junk lanes lie below the back
+// region, at or above p + 8 (p + q <= i and i + 16 <= len); the front store's
+// junk lanes lie in [p + np, p + 8), below the back region. The entries
+// left in [0, p) and [len - q, len) are exactly compact_chunk's, in the same
+// order (the region between is never read); the last labels (fewer than 16)
+// are compact_chunk's loop.
+template <typename T>
+__attribute__((target("avx2,popcnt"))) inline void compact_chunk_avx2(
+    const T* labels, int64_t len, int64_t negative_label, uint16_t* work, int64_t* num_pos,
+    int64_t* num_neg) {
+  static_assert(std::is_same<T, int64_t>::value || std::is_same<T, int32_t>::value, "");
+  const PackTables& tables = pack_tables();
+  int64_t p = 0;
+  int64_t q = 0;
+  const __m128i iota = _mm_set_epi16(7, 6, 5, 4, 3, 2, 1, 0);
+  int64_t i = 0;
+  for (; i + 16 <= len; i += 8) {
+    int neg, nonneg;
+    if constexpr (std::is_same<T, int64_t>::value) {
+      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels + i));
+      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels + i + 4));
+      const __m256i nl = _mm256_set1_epi64x(negative_label);
+      const __m256i minus_one = _mm256_set1_epi64x(-1);
+      neg = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(a, nl))) |
+            _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(b, nl))) << 4;
+      nonneg = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(a, minus_one))) |
+               _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(b, minus_one))) << 4;
+    } else {
+      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels + i));
+      neg = _mm256_movemask_ps(_mm256_castsi256_ps(
+          _mm256_cmpeq_epi32(a, _mm256_set1_epi32(static_cast<int32_t>(negative_label)))));
+      nonneg = _mm256_movemask_ps(
+          _mm256_castsi256_ps(_mm256_cmpgt_epi32(a, _mm256_set1_epi32(-1))));
+    }
+    const int pos = nonneg & ~neg;
+    const __m128i offsets = _mm_add_epi16(iota, _mm_set1_epi16(static_cast<int16_t>(i)));
+    const __m128i back = _mm_shuffle_epi8(
+        offsets, _mm_load_si128(reinterpret_cast<const __m128i*>(tables.back[neg])));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(work + len - 8 - q), back);
+    const __m128i front = _mm_shuffle_epi8(
+        offsets, _mm_load_si128(reinterpret_cast<const __m128i*>(tables.front[pos])));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(work + p), front);
+    p += __builtin_popcount(static_cast<unsigned>(pos));
+    q += __builtin_popcount(static_cast<unsigned>(neg));
+  }
+  uint16_t* back = work + len - 1;
+  for (; i < len; ++i) {  // the tail, as compact_chunk
+    bool is_pos, is_neg;
+    classify(labels[i], negative_label, &is_pos, &is_neg);
+    work[p] = static_cast<uint16_t>(i);
+    back[-q] = static_cast<uint16_t>(i);
+    p += is_pos;
+    q += is_neg;
+  }
+  *num_pos = p;
+  *num_neg = q;
+}
+#endif
+
+// compact_chunk (the same workspace entries and counts), with AVX-512 or
+// AVX2 for contiguous int64 and int32 labels where the path allows.
 template <typename T>
 inline void compact_chunk_host(const T* labels, int64_t stride, int64_t len,
                                int64_t negative_label, uint16_t* work, int64_t* num_pos,
@@ -279,6 +368,16 @@ inline void compact_chunk_host(const T* labels, int64_t stride, int64_t len,
       // A negative_label outside int32's range matches no label: left to the scalar loop.
       if (negative_label <= INT32_MAX)
         return compact_chunk_avx512(labels, len, negative_label, work, num_pos, num_neg);
+    }
+  }
+#endif
+#ifdef SYNCFREE_HAVE_AVX2_PATH
+  if (stride == 1 && path == SimdPath::kAvx2) {
+    if constexpr (std::is_same<T, int64_t>::value) {
+      return compact_chunk_avx2(labels, len, negative_label, work, num_pos, num_neg);
+    } else if constexpr (std::is_same<T, int32_t>::value) {
+      if (negative_label <= INT32_MAX)
+        return compact_chunk_avx2(labels, len, negative_label, work, num_pos, num_neg);
     }
   }
 #endif
