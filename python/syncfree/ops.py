@@ -5,13 +5,11 @@ function that calls them (keyword arguments included), and a scripted call
 returns what the eager call returns for the same arguments and generator state.
 """
 import operator
-from typing import List, Optional, Tuple, Union
+from typing import Dict, List, Optional, Tuple, Union
 
 import torch
 from torch import Tensor
 
-from . import _without_cuda
-from ._build_info import CUDA_OPERATOR as _CUDA_OPERATOR
 
 # The wrappers check only what the C++ operators cannot see: Python types.
 # Through the dispatcher a bool passes as an int (True is 1) and as a float,
@@ -21,6 +19,13 @@ from ._build_info import CUDA_OPERATOR as _CUDA_OPERATOR
 # (csrc/ops), written once for Python, TorchScript and C++; the wrappers call
 # it (host quotas through the internal op _check_class_quota). TorchScript
 # checks the types itself: these checks are skipped there.
+#
+# A call costs its wrapper about a microsecond: the common call (plain ints,
+# a float, a bool, no seed or generator) is recognized by one expression
+# and passed on positionally (keyword arguments cost torch.ops several
+# microseconds); any other call takes every check and passes its options by
+# keyword. The samplers' class_quota lists are checked once per distinct
+# list and kept as tensors (_QUOTAS).
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
@@ -69,6 +74,15 @@ def _check_balanced_types(op: str, num_samples, positive_fraction, negative_labe
     _check_generator(op, generator)
 
 
+def _plain_balanced_call(num_samples, positive_fraction, negative_label, fill_positives, seed, generator) -> bool:
+    """Whether the options are those of the common call: Python ints in
+    int64, a Python float, a bool, no seed and no generator (the types the
+    checks accept, recognized at once)."""
+    return (type(num_samples) is int and type(positive_fraction) is float and type(negative_label) is int
+            and type(fill_positives) is bool and seed is None and generator is None
+            and _INT64_MIN <= num_samples <= _INT64_MAX and _INT64_MIN <= negative_label <= _INT64_MAX)
+
+
 def balanced_sample(
     labels: Tensor,
     num_samples: int,
@@ -112,9 +126,14 @@ def balanced_sample(
         slots. No index appears twice in a row.
     """
     if not torch.jit.is_scripting():  # TorchScript checks the types itself
-        _check_tensor("balanced_sample", "labels", labels)
-        _check_balanced_types("balanced_sample", num_samples, positive_fraction, negative_label, fill_positives,
-                              seed, generator)
+        if isinstance(labels, Tensor) and _plain_balanced_call(num_samples, positive_fraction, negative_label,
+                                                               fill_positives, seed, generator):
+            if negative_label == 0 and fill_positives:  # every keyword at its default
+                return torch.ops.syncfree.balanced_sample(labels, num_samples, positive_fraction)
+        else:
+            _check_tensor("balanced_sample", "labels", labels)
+            _check_balanced_types("balanced_sample", num_samples, positive_fraction, negative_label,
+                                  fill_positives, seed, generator)
     return torch.ops.syncfree.balanced_sample(
         labels,
         num_samples,
@@ -153,11 +172,16 @@ def balanced_sample_gather(
         features and label -1. Gradients flow to ``features``.
     """
     if not torch.jit.is_scripting():
-        _check_tensor("balanced_sample_gather", "features", features)
-        _check_tensor("balanced_sample_gather", "labels", labels)
-        _check_balanced_types("balanced_sample_gather", num_samples, positive_fraction, negative_label,
-                              fill_positives, seed, generator)
-        _without_cuda.check("balanced_sample_gather", labels, _CUDA_OPERATOR)
+        if (isinstance(features, Tensor) and isinstance(labels, Tensor)
+                and _plain_balanced_call(num_samples, positive_fraction, negative_label, fill_positives, seed,
+                                         generator)):
+            if negative_label == 0 and fill_positives:  # every keyword at its default
+                return torch.ops.syncfree.balanced_sample_gather(features, labels, num_samples, positive_fraction)
+        else:
+            _check_tensor("balanced_sample_gather", "features", features)
+            _check_tensor("balanced_sample_gather", "labels", labels)
+            _check_balanced_types("balanced_sample_gather", num_samples, positive_fraction, negative_label,
+                                  fill_positives, seed, generator)
     return torch.ops.syncfree.balanced_sample_gather(
         features,
         labels,
@@ -184,6 +208,47 @@ def _quota_list(op: str, class_quota) -> List[int]:
     return values
 
 
+# Checked class_quota lists (Python ints), by (values, num_samples): the
+# int64 CPU tensor the operators take, and its pinned copy once a call on a
+# GPU needs one. Never written once made (the operators only read
+# class_quota); emptied when it holds _QUOTAS_MAX entries.
+_QUOTAS: Dict[Tuple[Tuple[int, ...], int], List[Optional[Tensor]]] = {}
+_QUOTAS_MAX = 256
+
+
+def _host_quota(op: str, labels: Tensor, num_samples: int, class_quota) -> Tensor:
+    """A class_quota sequence as the operator takes it, outside TorchScript and
+    torch.compile: checked by the operator's own host check the first time
+    (the error names `op`), then taken from _QUOTAS; sent to labels' device."""
+    key = None
+    entry = None
+    if type(class_quota) in (list, tuple) and all(type(q) is int for q in class_quota):
+        key = (tuple(class_quota), num_samples)
+        entry = _QUOTAS.get(key)
+    if entry is None:
+        values = _quota_list(op, class_quota)
+        torch.ops.syncfree._check_class_quota(op, values, num_samples)
+        entry = [torch.tensor(values, dtype=torch.int64), None]
+        if key is not None:
+            if len(_QUOTAS) >= _QUOTAS_MAX:
+                _QUOTAS.clear()
+            _QUOTAS[key] = entry
+    if labels.is_cpu:
+        return entry[0]
+    if labels.is_cuda:
+        if torch.cuda.is_current_stream_capturing():
+            # A captured copy reads its host buffer again at every replay.
+            raise RuntimeError(
+                f"syncfree.{op}: class_quota must be an int64 tensor on the labels' device during CUDA graph "
+                "capture (made before the capture), got a Python sequence"
+            )
+        if entry[1] is None:
+            entry[1] = entry[0].pin_memory()
+        # From pinned memory the copy is asynchronous: no wait for the device.
+        return entry[1].to(labels.device, non_blocking=True)
+    return entry[0].to(labels.device)
+
+
 def _stratified_quota(
     op: str, labels: Tensor, num_samples: int, class_quota: Union[List[int], Tensor], fill: bool,
     seed: Optional[int], generator: Optional[torch.Generator],
@@ -193,23 +258,22 @@ def _stratified_quota(
     a list checked by the operator's own host check, then sent to labels'
     device)."""
     if not torch.jit.is_scripting():
-        _check_tensor(op, "labels", labels)
-        _check_int(op, "num_samples", num_samples)
-        _check_bool(op, "fill", fill)
-        _check_int(op, "seed", seed, optional=True)
-        _check_generator(op, generator)
-        if not isinstance(class_quota, torch.Tensor):
-            class_quota = _quota_list(op, class_quota)
+        if not (isinstance(labels, Tensor) and type(num_samples) is int and type(fill) is bool and seed is None
+                and generator is None and _INT64_MIN <= num_samples <= _INT64_MAX):
+            _check_tensor(op, "labels", labels)
+            _check_int(op, "num_samples", num_samples)
+            _check_bool(op, "fill", fill)
+            _check_int(op, "seed", seed, optional=True)
+            _check_generator(op, generator)
+        if isinstance(class_quota, Tensor):
+            return class_quota
+        if not torch.compiler.is_compiling():
+            return _host_quota(op, labels, num_samples, class_quota)
+        class_quota = _quota_list(op, class_quota)
     if isinstance(class_quota, torch.Tensor):
         return class_quota
+    # TorchScript, torch.compile: checked and made on every call.
     torch.ops.syncfree._check_class_quota(op, class_quota, num_samples)
-    if not torch.jit.is_scripting():
-        if labels.device.type == "cuda" and torch.cuda.is_current_stream_capturing():
-            # A captured copy reads its host buffer again at every replay.
-            raise RuntimeError(
-                f"syncfree.{op}: class_quota must be an int64 tensor on the labels' device during CUDA graph "
-                "capture (made before the capture), got a Python sequence"
-            )
     quota = torch.tensor(class_quota, dtype=torch.int64)
     if labels.device.type == "cuda":
         # From pinned memory the copy is asynchronous: no wait for the device.
@@ -262,6 +326,9 @@ def stratified_sample(
         index appears twice in a row.
     """
     quota = _stratified_quota("stratified_sample", labels, num_samples, class_quota, fill, seed, generator)
+    if not torch.jit.is_scripting():
+        if fill and seed is None and generator is None:  # every keyword at its default
+            return torch.ops.syncfree.stratified_sample(labels, num_samples, quota)
     return torch.ops.syncfree.stratified_sample(
         labels, num_samples, quota, fill=fill, seed=seed, generator=generator
     )
@@ -307,10 +374,12 @@ def stratified_sample_gather(
         zero features and label -1. Gradients flow to ``features``.
     """
     if not torch.jit.is_scripting():
-        _check_tensor("stratified_sample_gather", "features", features)
+        if not isinstance(features, Tensor):
+            _check_tensor("stratified_sample_gather", "features", features)
     quota = _stratified_quota("stratified_sample_gather", labels, num_samples, class_quota, fill, seed, generator)
     if not torch.jit.is_scripting():
-        _without_cuda.check("stratified_sample_gather", labels, _CUDA_OPERATOR)
+        if fill and seed is None and generator is None:  # every keyword at its default
+            return torch.ops.syncfree.stratified_sample_gather(features, labels, num_samples, quota)
     return torch.ops.syncfree.stratified_sample_gather(
         features, labels, num_samples, quota, fill=fill, seed=seed, generator=generator
     )
