@@ -22,6 +22,7 @@
 #include "cpu/common.h"
 #include "ops/balanced_sample.h"
 #include "ops/common.h"
+#include "ops/gather_sampled.h"
 
 namespace syncfree {
 namespace ops {
@@ -35,25 +36,32 @@ constexpr int64_t kChunkWork = 64;      // a (row, chunk) unit, besides its labe
 constexpr int64_t kRowPlanWork = 256;   // a (row, block) unit's plan and small tables
 constexpr int64_t kSlotWork = 12;       // one slot: the permutations and the lookup
 
-// Workspaces up to this size reuse a buffer of the calling thread.
-constexpr size_t kScratchBytes = size_t{1} << 18;
+// Workspaces up to this size reuse a buffer kept by the calling thread.
+constexpr size_t kScratchBytes = size_t{16} << 20;
 
 // Workspace of one call: the compacted rows (2 bytes per label), then each
-// class's per-row prefix sums. A small one lives in a buffer kept by the
-// calling thread (no allocation per call; a call never re-enters itself on
-// its thread); a larger one is allocated and freed when the call returns.
+// class's per-row prefix sums. One of up to kScratchBytes (rows * N up to
+// about eight million labels) lives in a buffer kept by the calling thread,
+// grown to the largest such workspace it has needed (no allocation per call;
+// a call never re-enters itself on its thread); a larger one is allocated
+// and freed when the call returns.
 class Workspace {
  public:
-  Workspace(const at::Tensor& labels, int64_t rows, int64_t n, int64_t prefix_len) {
+  Workspace(const char* op, const at::Tensor& labels, int64_t rows, int64_t n,
+            int64_t prefix_len) {
     const size_t work_bytes = (static_cast<size_t>(rows * n) * 2 + 7) / 8 * 8;
     const size_t bytes = work_bytes + 2 * static_cast<size_t>(rows * prefix_len) * 8;
+    const auto subject = [&] { return shape_subject("labels", labels); };
     char* base;
     if (bytes <= kScratchBytes) {
-      thread_local std::unique_ptr<int64_t[]> scratch(new int64_t[kScratchBytes / 8]);
-      base = reinterpret_cast<char*>(scratch.get());
+      thread_local at::Tensor scratch;
+      if (!scratch.defined() || scratch.nbytes() < bytes) {
+        scratch = at::Tensor();  // the old buffer first, then the new one
+        scratch = allocate_workspace(op, subject, std::max(bytes, size_t{1} << 16), labels);
+      }
+      base = static_cast<char*>(scratch.data_ptr());
     } else {
-      owned_ = allocate_workspace(
-          "balanced_sample", [&] { return shape_subject("labels", labels); }, bytes, labels);
+      owned_ = allocate_workspace(op, subject, bytes, labels);
       base = static_cast<char*>(owned_.data_ptr());
     }
     work = reinterpret_cast<uint16_t*>(base);
@@ -68,8 +76,78 @@ class Workspace {
   at::Tensor owned_;
 };
 
-// Every check and allocation comes before the draw from the generator, so
-// a rejected call leaves the generator as it was.
+// The sampler's three phases over `rows` rows of n labels (data: labels'
+// elements, any strides), writing indices and valid [rows, k]. After phase 3
+// fills a unit's slots, on_block(r, begin, end) runs on them (slots [begin,
+// end) of row r) on the same thread, while they are in the cache: the fused
+// gather's copy; a no-op for balanced_sample. slot_work is the work of one
+// slot (units: cpu/common.h), max_block the most slots of a unit.
+template <typename T, typename OnBlock>
+void sample_rows(const at::Tensor& labels, const T* data, const core::BalancedParams& params,
+                 const Workspace& ws, int64_t rows, int64_t n, int64_t* out_indices,
+                 bool* out_valid, int64_t slot_work, int64_t max_block, const OnBlock& on_block) {
+  const int64_t k = params.num_samples;
+  const int64_t chunks = core::num_chunks(n);
+  const int64_t prefix_len = chunks + 1;
+  uint16_t* work = ws.work;
+  int64_t* pos_prefix = ws.pos_prefix;
+  int64_t* neg_prefix = ws.neg_prefix;
+  const int64_t stride = labels.stride(-1);
+  const int64_t negative_label = params.negative_label;
+  const SlotBlocks slots = slot_blocks(rows, k, max_block);
+  const int64_t blocks = slots.count;
+  const int64_t compact_grain = parallel_grain(std::min(n, core::kChunk) + kChunkWork);
+  const int64_t prefix_grain = parallel_grain(2 * prefix_len);
+  const int64_t slot_grain = parallel_grain(kRowPlanWork + slot_work * slots.size);
+
+  at::parallel_for(0, rows * chunks, compact_grain, [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t r = u / chunks;
+      const int64_t c = u % chunks;
+      const int64_t start = c * core::kChunk;
+      const int64_t len = std::min(core::kChunk, n - start);
+      core::compact_chunk_host(data + row_offset(labels, r) + start * stride, stride, len,
+                               negative_label, work + r * n + start,
+                               &pos_prefix[r * prefix_len + c + 1],
+                               &neg_prefix[r * prefix_len + c + 1]);
+    }
+  });
+
+  at::parallel_for(0, rows, prefix_grain, [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r) {
+      core::counts_to_prefix(pos_prefix + r * prefix_len, chunks);
+      core::counts_to_prefix(neg_prefix + r * prefix_len, chunks);
+    }
+  });
+
+  at::parallel_for(0, rows * blocks, slot_grain, [&](int64_t begin, int64_t end) {
+    for (int64_t u = begin; u < end; ++u) {
+      const int64_t r = u / blocks;
+      const int64_t b = u % blocks;
+      const core::CompactRow row{work + r * n, pos_prefix + r * prefix_len,
+                                 neg_prefix + r * prefix_len, n, chunks};
+      const core::RowPlan plan =
+          core::make_row_plan(params, r, row.num_positive(), row.num_negative());
+      const int64_t first = slots.begin(k, b);
+      const int64_t last = slots.end(k, b);
+      core::fill_row_slots(plan, row, first, last, out_indices + r * k, out_valid + r * k);
+      on_block(r, first, last);
+    }
+  });
+}
+
+// The outputs of balanced_sample, or of its fused gather (with the sampled
+// features and labels), then the workspace: allocated before the draw from
+// the generator, so that a call that fails (out of memory) has not drawn.
+// Every call draws the same amount.
+std::optional<Workspace> make_workspace(const char* op, const at::Tensor& labels, int64_t k) {
+  const int64_t rows = num_rows(labels).expect_int();
+  const int64_t n = labels.size(-1);
+  std::optional<Workspace> workspace;
+  if (rows > 0 && k > 0 && n > 0) workspace.emplace(op, labels, rows, n, core::num_chunks(n) + 1);
+  return workspace;
+}
+
 std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
                                                        int64_t num_samples,
                                                        double positive_fraction,
@@ -80,74 +158,86 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
   core::BalancedParams params =
       check_balanced_sample_args(op, labels, num_samples, positive_fraction, negative_label,
                                  fill_positives, seed, generator);
-  // Outputs and workspace first: a call that fails (out of memory) must not
-  // have drawn from the generator. Every call draws the same amount.
   at::Tensor indices, valid;
   std::tie(indices, valid) = empty_sample_outputs(op, labels, num_samples);
+  const std::optional<Workspace> workspace = make_workspace(op, labels, num_samples);
+  draw_seed(op, seed, generator, &params);
   const int64_t rows = num_rows(labels).expect_int();
   const int64_t n = labels.size(-1);
-  const int64_t k = num_samples;
-  const int64_t chunks = core::num_chunks(n);
-  const int64_t prefix_len = chunks + 1;
-  std::optional<Workspace> workspace;
-  if (rows > 0 && k > 0 && n > 0) workspace.emplace(labels, rows, n, prefix_len);
-  draw_seed(op, seed, generator, &params);
-  if (rows == 0 || k == 0) return {indices, valid};
+  if (rows == 0 || num_samples == 0) return {indices, valid};
   if (n == 0) {
     indices.fill_(-1);
     valid.fill_(false);
     return {indices, valid};
   }
-
-  const Workspace& ws = *workspace;
-  uint16_t* work = ws.work;
-  int64_t* pos_prefix = ws.pos_prefix;
-  int64_t* neg_prefix = ws.neg_prefix;
-  const int64_t stride = labels.stride(-1);
-  const SlotBlocks slots = slot_blocks(rows, k, kSlotBlock);
-  const int64_t blocks = slots.count;
-  const int64_t compact_grain = parallel_grain(std::min(n, core::kChunk) + kChunkWork);
-  const int64_t prefix_grain = parallel_grain(2 * prefix_len);
-  const int64_t slot_grain = parallel_grain(kRowPlanWork + kSlotWork * slots.size);
-
-  SYNCFREE_DISPATCH_LABEL_TYPES(labels.scalar_type(), "balanced_sample_cpu", [&] {
-    const scalar_t* data = static_cast<const scalar_t*>(labels.data_ptr());
-    at::parallel_for(0, rows * chunks, compact_grain, [&](int64_t begin, int64_t end) {
-      for (int64_t u = begin; u < end; ++u) {
-        const int64_t r = u / chunks;
-        const int64_t c = u % chunks;
-        const int64_t start = c * core::kChunk;
-        const int64_t len = std::min(core::kChunk, n - start);
-        core::compact_chunk_host(data + row_offset(labels, r) + start * stride, stride, len,
-                            negative_label, work + r * n + start,
-                            &pos_prefix[r * prefix_len + c + 1],
-                            &neg_prefix[r * prefix_len + c + 1]);
-      }
-    });
-  });
-
-  at::parallel_for(0, rows, prefix_grain, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      core::counts_to_prefix(pos_prefix + r * prefix_len, chunks);
-      core::counts_to_prefix(neg_prefix + r * prefix_len, chunks);
-    }
-  });
-
   int64_t* out_indices = indices.data_ptr<int64_t>();
   bool* out_valid = valid.data_ptr<bool>();
-  at::parallel_for(0, rows * blocks, slot_grain, [&](int64_t begin, int64_t end) {
-    for (int64_t u = begin; u < end; ++u) {
-      const int64_t r = u / blocks;
-      const int64_t b = u % blocks;
-      const core::CompactRow row{work + r * n, pos_prefix + r * prefix_len,
-                                 neg_prefix + r * prefix_len, n, chunks};
-      const core::RowPlan plan =
-          core::make_row_plan(params, r, row.num_positive(), row.num_negative());
-      core::fill_row_slots(plan, row, slots.begin(k, b), slots.end(k, b), out_indices + r * k,
-                           out_valid + r * k);
-    }
+  SYNCFREE_DISPATCH_LABEL_TYPES(labels.scalar_type(), "balanced_sample_cpu", [&] {
+    sample_rows(labels, static_cast<const scalar_t*>(labels.data_ptr()), params, *workspace, rows,
+                n, out_indices, out_valid, kSlotWork, kSlotBlock,
+                [](int64_t, int64_t, int64_t) {});
   });
   return {indices, valid};
+}
+
+// balanced_sample_gather in one pass: each unit of slots is sampled, then its
+// feature rows and labels gathered (gather_slots) while its indices are in
+// the cache. The same indices as balanced_sample, the same gather as
+// gather_sampled, bit for bit; the indices are returned for the backward.
+SampleGatherOutputs balanced_sample_gather_cpu(
+    const at::Tensor& features, const at::Tensor& labels, int64_t num_samples,
+    double positive_fraction, int64_t negative_label, bool fill_positives,
+    c10::optional<int64_t> seed, c10::optional<at::Generator> generator) {
+  constexpr const char* op = "balanced_sample_gather";
+  core::BalancedParams params =
+      check_balanced_sample_gather_args(features, labels, num_samples, positive_fraction,
+                                        negative_label, fill_positives, seed, generator);
+  SampleGatherOutputs out = empty_sample_gather_outputs(op, features, labels, num_samples);
+  at::Tensor& out_features = std::get<0>(out);
+  at::Tensor& out_labels = std::get<1>(out);
+  at::Tensor& valid = std::get<2>(out);
+  at::Tensor& indices = std::get<3>(out);
+  const at::Tensor src = features.is_contiguous() ? features : features.contiguous();
+  const std::optional<Workspace> workspace = make_workspace(op, labels, num_samples);
+  draw_seed(op, seed, generator, &params);
+  const int64_t rows = num_rows(labels).expect_int();
+  const int64_t n = labels.size(-1);
+  const int64_t k = num_samples;
+  if (rows == 0 || k == 0) return out;
+  if (n == 0) {  // nothing to sample: every slot is invalid
+    indices.fill_(-1);
+    valid.fill_(false);
+    out_features.zero_();
+    out_labels.fill_(-1);
+    return out;
+  }
+  const int64_t row_bytes = feature_width(features, labels.dim()).expect_int() *
+                            static_cast<int64_t>(features.element_size());
+  const char* src_ptr = static_cast<const char*>(src.data_ptr());
+  char* dst_ptr = static_cast<char*>(out_features.data_ptr());
+  int64_t* lab_ptr = out_labels.data_ptr<int64_t>();
+  int64_t* out_indices = indices.data_ptr<int64_t>();
+  bool* out_valid = valid.data_ptr<bool>();
+  const int64_t stride = labels.stride(-1);
+  // A unit's slots: its sampling and its gather (about kParallelWork / 2 of
+  // work at most, fewer slots for wide feature rows).
+  const int64_t slot_work = kSlotWork + kGatherSlotWork + row_bytes / 16;
+  const int64_t max_block = std::clamp<int64_t>(kParallelWork / 2 / slot_work, 1, kSlotBlock);
+  SYNCFREE_DISPATCH_LABEL_TYPES(labels.scalar_type(), "balanced_sample_gather_cpu", [&] {
+    const scalar_t* data = static_cast<const scalar_t*>(labels.data_ptr());
+    with_row_copy(row_bytes, [&](auto copy) {
+      sample_rows(labels, data, params, *workspace, rows, n, out_indices, out_valid, slot_work,
+                  max_block, [&](int64_t r, int64_t first, int64_t last) {
+                    int64_t unused;  // the sampler's indices are always in [0, n)
+                    gather_slots(copy, src_ptr + r * n * row_bytes, row_bytes,
+                                 data + row_offset(labels, r), stride, n,
+                                 out_indices + r * k + first, out_valid + r * k + first,
+                                 last - first, dst_ptr + (r * k + first) * row_bytes,
+                                 lab_ptr + r * k + first, &unused);
+                  });
+    });
+  });
+  return out;
 }
 
 }  // namespace
@@ -156,4 +246,5 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
 
 TORCH_LIBRARY_IMPL(syncfree, CPU, m) {
   m.impl("balanced_sample", TORCH_FN(syncfree::ops::balanced_sample_cpu));
+  m.impl("_balanced_sample_gather", TORCH_FN(syncfree::ops::balanced_sample_gather_cpu));
 }

@@ -17,7 +17,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
+#include <type_traits>
 
 #include "ops/common.h"  // check_generator_device
 
@@ -98,6 +100,89 @@ inline SlotBlocks slot_blocks(int64_t rows, int64_t k, int64_t max_block) {
     while ((rows * count) % threads != 0) ++count;  // fewer than `threads` steps
   }
   return {count, std::max<int64_t>(1, (k + count - 1) / count)};
+}
+
+// --- the gather of sampled slots -----------------------------------------------------
+// Shared by the gather (gather_sampled_cpu.cpp) and the fused samplers
+// (balanced_sample_gather, stratified_sample_gather), which gather each block
+// of slots right after sampling it.
+
+// Work of one gathered slot (units above), besides its bytes / 16.
+constexpr int64_t kGatherSlotWork = 4;
+
+// Calls body(copy) with a row-copy function for rows of row_bytes bytes:
+// fixed-size (inlined) for the common widths, memcpy otherwise.
+template <typename Body>
+void with_row_copy(int64_t row_bytes, const Body& body) {
+  auto fixed = [&](auto width) {
+    body([](char* dst, const char* src) { std::memcpy(dst, src, decltype(width)::value); });
+  };
+  switch (row_bytes) {
+    case 4: return fixed(std::integral_constant<size_t, 4>());
+    case 8: return fixed(std::integral_constant<size_t, 8>());
+    case 16: return fixed(std::integral_constant<size_t, 16>());
+    case 32: return fixed(std::integral_constant<size_t, 32>());
+    case 64: return fixed(std::integral_constant<size_t, 64>());
+    case 128: return fixed(std::integral_constant<size_t, 128>());
+    default:
+      body([row_bytes](char* dst, const char* src) {
+        std::memcpy(dst, src, static_cast<size_t>(row_bytes));
+      });
+  }
+}
+
+// One row's slots [0, count): slot j gets item indices[j]'s feature row
+// (row_bytes bytes from row_features) and label (as int64) when valid[j],
+// zero features and label -1 otherwise. A valid slot whose index is outside
+// [0, n) gets nothing read: it is reported (returns false, *bad_index set)
+// and left as an invalid slot. Per batch of slots, a first pass resolves
+// every slot's source row and prefetches it and its label, a second copies:
+// the random loads of many slots are in flight at once.
+template <typename T, typename Copy>
+bool gather_slots(const Copy& copy, const char* row_features, int64_t row_bytes,
+                  const T* row_labels, int64_t label_stride, int64_t n, const int64_t* indices,
+                  const bool* valid, int64_t count, char* out_features, int64_t* out_labels,
+                  int64_t* bad_index) {
+  constexpr int64_t kBatch = 256;
+  bool ok = true;
+  int64_t source[kBatch];  // a batch's feature rows; -1: an invalid slot
+  for (int64_t b0 = 0; b0 < count; b0 += kBatch) {
+    const int64_t m = std::min(kBatch, count - b0);
+    bool out_of_range = false;
+    for (int64_t j = 0; j < m; ++j) {
+      const int64_t i = indices[b0 + j];
+      const bool v = valid[b0 + j];
+      const bool in_range = static_cast<uint64_t>(i) < static_cast<uint64_t>(n);
+      source[j] = v && in_range ? i : -1;
+      out_of_range |= v && !in_range;
+      if (v && in_range) {
+        __builtin_prefetch(row_features + i * row_bytes);
+        __builtin_prefetch(row_labels + i * label_stride);
+      }
+    }
+    if (out_of_range) {
+      for (int64_t j = 0; j < m; ++j) {
+        const int64_t i = indices[b0 + j];
+        if (valid[b0 + j] && static_cast<uint64_t>(i) >= static_cast<uint64_t>(n)) {
+          *bad_index = i;
+          ok = false;
+        }
+      }
+    }
+    for (int64_t j = 0; j < m; ++j) {
+      const int64_t u = b0 + j;
+      char* dst = out_features + u * row_bytes;
+      const int64_t i = source[j];
+      if (i >= 0) {
+        copy(dst, row_features + i * row_bytes);
+        out_labels[u] = static_cast<int64_t>(row_labels[i * label_stride]);
+      } else {
+        std::memset(dst, 0, static_cast<size_t>(row_bytes));
+        out_labels[u] = -1;
+      }
+    }
+  }
+  return ok;
 }
 
 // --- labels --------------------------------------------------------------------------

@@ -1,8 +1,8 @@
 // What the torch CUDA adapters (<op>_cuda.cpp) of every op share: the label
 // dtype as the framework-free kernels name it, the generator a call draws
-// from, the graph-safe draw of (seed, offset), and the set-up and launch of a
-// sampler's call (SamplerCall). Included by the adapters only; depends on no
-// op's header.
+// from, the graph-safe draw of (seed, offset), the set-up and launch of a
+// sampler's call (SamplerCall), and the gather of its slots (DeviceGather).
+// Included by the adapters only; depends on no op's header.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -147,6 +147,29 @@ class SamplerCall {
   const cudaStream_t stream;
   const int64_t rows;
   const int64_t n;
+};
+
+// The gather of sampled slots on the device (gather_sampled_cuda.cpp): the
+// views of the features and labels that the launch reads, made at
+// construction (a copy only for strided features: before a sampler's draw,
+// so that a failed allocation draws nothing), then one launch on the current
+// stream per call of launch(). Shared by gather_sampled and the fused
+// *_gather kernels, which launch it right after their sampler.
+class DeviceGather {
+ public:
+  DeviceGather(const at::Tensor& features, const at::Tensor& labels, int64_t num_samples);
+  // Slot s of each row gets item indices[s]'s feature row and label when
+  // valid[s], zero features and label -1 otherwise (`op` names the public op
+  // in an error).
+  void launch(const char* op, const at::Tensor& indices, const at::Tensor& valid,
+              const at::Tensor& out_features, const at::Tensor& out_labels) const;
+
+ private:
+  int64_t rows_, n_, k_;
+  at::Tensor features_;  // [rows, n, width], unit stride along width
+  at::Tensor labels_;    // [rows, n]
+  int64_t element_ = 0;
+  cuda::LabelType label_type_ = cuda::LabelType::kInt64;
 };
 
 }  // namespace ops

@@ -1,6 +1,7 @@
-// balanced_sample and balanced_sample_gather: schemas, argument checks, the
-// Meta kernel, balanced_sample_gather (sample, then the differentiable
-// gather_sampled) and the C++ API. The CPU and CUDA kernels live in
+// balanced_sample and balanced_sample_gather: schemas (the public ops and the
+// internal fused _balanced_sample_gather), argument checks, the Meta kernels,
+// balanced_sample_gather's composite and Autograd kernels around the fused op,
+// and the C++ API. The CPU and CUDA kernels live in
 // cpu/balanced_sample_cpu.cpp and cuda/balanced_sample_cuda.cpp, the rule in
 // core/quota.h and core/row_plan.h.
 #include "ops/balanced_sample.h"
@@ -34,6 +35,16 @@ core::BalancedParams check_balanced_sample_args(const char* op, const at::Tensor
   return p;
 }
 
+core::BalancedParams check_balanced_sample_gather_args(
+    const at::Tensor& features, const at::Tensor& labels, int64_t num_samples,
+    double positive_fraction, int64_t negative_label, bool fill_positives,
+    const c10::optional<int64_t>& seed, const c10::optional<at::Generator>& generator) {
+  constexpr const char* op = "balanced_sample_gather";
+  check_gather_inputs(op, features, labels);
+  return check_balanced_sample_args(op, labels, num_samples, positive_fraction, negative_label,
+                                    fill_positives, seed, generator);
+}
+
 namespace {
 
 using SampleFn = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, int64_t, double, int64_t,
@@ -42,6 +53,9 @@ using SampleFn = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, int64_t, 
 using SampleGatherFn = std::tuple<at::Tensor, at::Tensor, at::Tensor>(
     const at::Tensor&, const at::Tensor&, int64_t, double, int64_t, bool,
     c10::optional<int64_t>, c10::optional<at::Generator>);
+using BalancedFusedFn = SampleGatherOutputs(const at::Tensor&, const at::Tensor&, int64_t, double,
+                                    int64_t, bool, c10::optional<int64_t>,
+                                    c10::optional<at::Generator>);
 
 std::tuple<at::Tensor, at::Tensor> balanced_sample_meta(const at::Tensor& labels,
                                                         int64_t num_samples,
@@ -67,27 +81,47 @@ std::tuple<at::Tensor, at::Tensor> call_balanced_sample(const at::Tensor& labels
                  std::move(seed), std::move(generator));
 }
 
-// balanced_sample, then the differentiable gather_sampled: autograd comes
-// from gather_sampled's own Autograd kernel. Every argument is checked here
-// first, so that the errors name balanced_sample_gather.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> balanced_sample_gather_composite(
+// The fused op (_balanced_sample_gather) through the dispatcher.
+SampleGatherOutputs call_balanced_fused(const at::Tensor& features, const at::Tensor& labels,
+                               int64_t num_samples, double positive_fraction,
+                               int64_t negative_label, bool fill_positives,
+                               c10::optional<int64_t> seed,
+                               c10::optional<at::Generator> generator) {
+  static auto op = find_op<BalancedFusedFn>("syncfree::_balanced_sample_gather");
+  return op.call(features, labels, num_samples, positive_fraction, negative_label,
+                 fill_positives, std::move(seed), std::move(generator));
+}
+
+SampleGatherOutputs balanced_sample_gather_meta(const at::Tensor& features,
+                                                const at::Tensor& labels, int64_t num_samples,
+                                                double positive_fraction,
+                                                int64_t negative_label, bool fill_positives,
+                                                c10::optional<int64_t> seed,
+                                                c10::optional<at::Generator> generator) {
+  check_balanced_sample_gather_args(features, labels, num_samples, positive_fraction,
+                                    negative_label, fill_positives, seed, generator);
+  return empty_sample_gather_outputs("balanced_sample_gather", features, labels, num_samples);
+}
+
+// balanced_sample_gather below autograd (any backend, Meta included): the
+// fused op without its indices.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> balanced_sample_gather_forward(
     const at::Tensor& features, const at::Tensor& labels, int64_t num_samples,
     double positive_fraction, int64_t negative_label, bool fill_positives,
     c10::optional<int64_t> seed, c10::optional<at::Generator> generator) {
-  constexpr const char* op = "balanced_sample_gather";
-  check_gather_inputs(op, features, labels);
-  check_balanced_sample_args(op, labels, num_samples, positive_fraction, negative_label,
-                             fill_positives, seed, generator);
-  if (!labels.is_meta()) check_generator_device(op, generator, labels.device());
-  at::Tensor indices, valid;
-  std::tie(indices, valid) = on_behalf_of(op, "balanced_sample", [&] {
-    return call_balanced_sample(labels, num_samples, positive_fraction, negative_label,
-                                fill_positives, std::move(seed), std::move(generator));
+  return drop_indices(call_balanced_fused(features, labels, num_samples, positive_fraction,
+                                 negative_label, fill_positives, std::move(seed),
+                                 std::move(generator)));
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> balanced_sample_gather_autograd(
+    const at::Tensor& features, const at::Tensor& labels, int64_t num_samples,
+    double positive_fraction, int64_t negative_label, bool fill_positives,
+    c10::optional<int64_t> seed, c10::optional<at::Generator> generator) {
+  return sample_gather_autograd(features, labels, [&] {
+    return call_balanced_fused(features, labels, num_samples, positive_fraction, negative_label,
+                      fill_positives, seed, generator);
   });
-  at::Tensor out_features, out_labels;
-  std::tie(out_features, out_labels) = on_behalf_of(
-      op, "gather_sampled", [&] { return call_gather_sampled(features, labels, indices, valid); });
-  return {out_features, out_labels, valid};
 }
 
 }  // namespace
@@ -121,18 +155,30 @@ TORCH_LIBRARY_FRAGMENT(syncfree, m) {
       "int? seed=None, Generator? generator=None) "
       "-> (Tensor sampled_features, Tensor sampled_labels, Tensor valid)",
       {at::Tag::nondeterministic_seeded});
+  // Internal: the sample and its gather in one kernel per backend, with the
+  // indices (for the backward).
+  m.def(
+      "_balanced_sample_gather(Tensor features, Tensor labels, int num_samples, "
+      "float positive_fraction=0.5, *, int negative_label=0, bool fill_positives=True, "
+      "int? seed=None, Generator? generator=None) "
+      "-> (Tensor sampled_features, Tensor sampled_labels, Tensor valid, Tensor indices)",
+      {at::Tag::nondeterministic_seeded});
 }
 
 TORCH_LIBRARY_IMPL(syncfree, Meta, m) {
   m.impl("balanced_sample", TORCH_FN(syncfree::ops::balanced_sample_meta));
+  m.impl("_balanced_sample_gather", TORCH_FN(syncfree::ops::balanced_sample_gather_meta));
 }
 
-// Sample, then gather through the differentiable gather_sampled.
-TORCH_LIBRARY_IMPL(syncfree, CompositeImplicitAutograd, m) {
-  m.impl("balanced_sample_gather", TORCH_FN(syncfree::ops::balanced_sample_gather_composite));
+// Below autograd, on every backend: the fused op without its indices.
+TORCH_LIBRARY_IMPL(syncfree, CompositeExplicitAutograd, m) {
+  m.impl("balanced_sample_gather", TORCH_FN(syncfree::ops::balanced_sample_gather_forward));
 }
 
-// No differentiable output: autograd passes straight through to the backend.
+// balanced_sample has no differentiable output: autograd passes straight
+// through to the backend. balanced_sample_gather's backward scatters into
+// the sampled feature rows.
 TORCH_LIBRARY_IMPL(syncfree, Autograd, m) {
   m.impl("balanced_sample", torch::CppFunction::makeFallthrough());
+  m.impl("balanced_sample_gather", TORCH_FN(syncfree::ops::balanced_sample_gather_autograd));
 }

@@ -1,5 +1,5 @@
-// balanced_sample (and balanced_sample_gather, the sample then its gather):
-// what the op's backends share with its op file.
+// balanced_sample (and balanced_sample_gather, the sample and its gather in
+// one pass): what the op's backends share with its op file.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -23,6 +23,14 @@ core::BalancedParams check_balanced_sample_args(const char* op, const at::Tensor
                                                 int64_t negative_label, bool fill_positives,
                                                 const c10::optional<int64_t>& seed,
                                                 const c10::optional<at::Generator>& generator);
+
+// The arguments of balanced_sample_gather (its fused op's kernels, every
+// backend): check_gather_inputs, then check_balanced_sample_args, messages
+// naming balanced_sample_gather.
+core::BalancedParams check_balanced_sample_gather_args(
+    const at::Tensor& features, const at::Tensor& labels, int64_t num_samples,
+    double positive_fraction, int64_t negative_label, bool fill_positives,
+    const c10::optional<int64_t>& seed, const c10::optional<at::Generator>& generator);
 
 }  // namespace ops
 }  // namespace syncfree

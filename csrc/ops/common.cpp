@@ -202,33 +202,6 @@ std::tuple<at::Tensor, at::Tensor> empty_sample_outputs(const char* op, const at
   }
 }
 
-void rethrow_on_behalf_of(const char* op, const char* inner, const c10::Error& e) {
-  const std::string message = e.what_without_backtrace();
-  const std::string prefix = std::string("syncfree.") + inner + ":";
-  if (message.compare(0, prefix.size(), prefix) != 0) throw;  // not inner's: unchanged
-  const std::string renamed = std::string("syncfree.") + op + ":" + message.substr(prefix.size());
-  // The same kind, so the same Python exception type.
-  if (dynamic_cast<const c10::OutOfMemoryError*>(&e)) {
-    TORCH_CHECK_WITH(OutOfMemoryError, false, renamed);
-  }
-  if (dynamic_cast<const c10::IndexError*>(&e)) {
-    TORCH_CHECK_WITH(IndexError, false, renamed);
-  }
-  if (dynamic_cast<const c10::ValueError*>(&e)) {
-    TORCH_CHECK_WITH(ValueError, false, renamed);
-  }
-  if (dynamic_cast<const c10::TypeError*>(&e)) {
-    TORCH_CHECK_WITH(TypeError, false, renamed);
-  }
-  if (dynamic_cast<const c10::NotImplementedError*>(&e)) {
-    TORCH_CHECK_WITH(NotImplementedError, false, renamed);
-  }
-  if (typeid(e) == typeid(c10::Error)) {  // RuntimeError in Python
-    TORCH_CHECK(false, renamed);
-  }
-  throw;  // a kind syncfree never raises: unchanged
-}
-
 }  // namespace ops
 }  // namespace syncfree
 

@@ -103,29 +103,6 @@ std::string shape_subject(const char* name, const at::Tensor& t);
 std::tuple<at::Tensor, at::Tensor> empty_sample_outputs(const char* op, const at::Tensor& labels,
                                                         int64_t num_samples);
 
-// Runs `call` (a call of the public op `inner` made on behalf of the public
-// op `op`, e.g. balanced_sample from balanced_sample_gather): an error it
-// reports as "syncfree.<inner>: ..." is reported as "syncfree.<op>: ...",
-// of the same kind (c10::Error, OutOfMemoryError, IndexError, ValueError,
-// TypeError, NotImplementedError: the Python exception type is kept), so
-// that the error names the op the user called. Errors of torch's own
-// (without that prefix) and errors of other kinds (none of syncfree's) pass
-// unchanged.
-template <typename F>
-auto on_behalf_of(const char* op, const char* inner, const F& call) -> decltype(call());
-// What on_behalf_of does with `e`, the error being handled: called from its
-// catch block only (an unchanged error is rethrown with `throw;`).
-[[noreturn]] void rethrow_on_behalf_of(const char* op, const char* inner, const c10::Error& e);
-
-template <typename F>
-auto on_behalf_of(const char* op, const char* inner, const F& call) -> decltype(call()) {
-  try {
-    return call();
-  } catch (const c10::Error& e) {
-    rethrow_on_behalf_of(op, inner, e);
-  }
-}
-
 // --- the dispatcher ------------------------------------------------------------------
 
 // The typed handle of syncfree::<name> (its overload ""), for calls through

@@ -215,7 +215,64 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_autograd(const at::Tensor& fea
   return {out[0], out[1]};
 }
 
+// The backward of a fused *_gather op: gather_sampled_backward with the
+// indices and valid of its forward (saved, not inputs).
+class SampleGatherFunction : public torch::autograd::Function<SampleGatherFunction> {
+ public:
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
+                                                const at::Tensor& features,
+                                                const at::Tensor& labels,
+                                                c10::function_ref<SampleGatherOutputs()> fused) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    const SampleGatherOutputs out = fused();
+    ctx->save_for_backward({std::get<3>(out), std::get<2>(out)});
+    ctx->saved_data["n"] = labels.sym_size(-1);
+    ctx->mark_non_differentiable({std::get<1>(out), std::get<2>(out)});
+    return {std::get<0>(out), std::get<1>(out), std::get<2>(out)};
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto saved = ctx->get_saved_variables();
+    const c10::SymInt n = ctx->saved_data["n"].toSymInt();
+    return {gather_sampled_backward(grads[0], saved[0], saved[1], n), at::Tensor(),
+            at::Tensor()};
+  }
+};
+
 }  // namespace
+
+SampleGatherOutputs empty_sample_gather_outputs(const char* op, const at::Tensor& features,
+                                                const at::Tensor& labels, int64_t num_samples) {
+  at::Tensor indices, valid;
+  std::tie(indices, valid) = empty_sample_outputs(op, labels, num_samples);
+  const auto subject = [&] {
+    return shape_subject("features", features) + " and num_samples = " +
+           std::to_string(num_samples);
+  };
+  return {allocate(op, subject, "sampled_features",
+                   sampled_feature_sizes(features, labels, num_samples), features.options()),
+          allocate(op, subject, "sampled_labels", indices.sym_sizes(),
+                   labels.options().dtype(at::kLong)),
+          valid, indices};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> drop_indices(const SampleGatherOutputs& out) {
+  return {std::get<0>(out), std::get<1>(out), std::get<2>(out)};
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> sample_gather_autograd(
+    const at::Tensor& features, const at::Tensor& labels,
+    c10::function_ref<SampleGatherOutputs()> fused) {
+  if (!(features.requires_grad() && at::GradMode::is_enabled())) {
+    // Nothing to differentiate: no autograd node (and none of its bookkeeping).
+    at::AutoDispatchBelowADInplaceOrView guard;
+    return drop_indices(fused());
+  }
+  auto out = SampleGatherFunction::apply(features, labels, fused);
+  return {out[0], out[1], out[2]};
+}
+
 }  // namespace ops
 
 std::tuple<at::Tensor, at::Tensor> gather_sampled(const at::Tensor& features,

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <ATen/ATen.h>
+#include <c10/util/FunctionRef.h>
 
 #include <cstdint>
 #include <tuple>
@@ -64,6 +65,31 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_generic(const at::Tensor& feat
 // undefined grad gives an undefined tensor.
 at::Tensor gather_sampled_backward(const at::Tensor& grad, const at::Tensor& indices,
                                    const at::Tensor& valid, const c10::SymInt& n);
+
+// --- the fused *_gather ops ----------------------------------------------------------
+// balanced_sample_gather and stratified_sample_gather each call an internal
+// op, _<op>, that samples and gathers in one kernel per backend and also
+// returns the indices: (sampled_features, sampled_labels, valid, indices).
+// The public op drops the indices (its CompositeExplicitAutograd kernel) and
+// keeps them for its backward (its Autograd kernel, sample_gather_autograd).
+using SampleGatherOutputs = std::tuple<at::Tensor, at::Tensor, at::Tensor, at::Tensor>;
+
+// Uninitialized outputs of a fused op (`op` names the public op in an
+// allocation error): sampled features [..., K, *F], int64 labels [..., K],
+// valid and indices as empty_sample_outputs (symbolic sizes allowed).
+SampleGatherOutputs empty_sample_gather_outputs(const char* op, const at::Tensor& features,
+                                                const at::Tensor& labels, int64_t num_samples);
+
+// The public op's outputs: the fused op's, without the indices.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> drop_indices(const SampleGatherOutputs& out);
+
+// The public op's Autograd kernel: `fused` (the internal op through the
+// dispatcher) runs below autograd; when features need a gradient, its
+// outputs get a node whose backward is gather_sampled_backward with the
+// indices and valid it returned.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> sample_gather_autograd(
+    const at::Tensor& features, const at::Tensor& labels,
+    c10::function_ref<SampleGatherOutputs()> fused);
 
 }  // namespace ops
 }  // namespace syncfree

@@ -1,6 +1,7 @@
-// stratified_sample and stratified_sample_gather: schemas, argument checks,
-// the Meta kernel, stratified_sample_gather (sample, then the differentiable
-// gather_sampled), the internal check of host quotas and the C++ API. The
+// stratified_sample and stratified_sample_gather: schemas (the public ops and
+// the internal fused _stratified_sample_gather), argument checks, the Meta
+// kernels, stratified_sample_gather's composite and Autograd kernels around
+// the fused op, the internal check of host quotas and the C++ API. The
 // CPU and CUDA kernels live in cpu/stratified_sample_cpu.cpp and
 // cuda/stratified_sample_cuda.cpp, the rule in core/stratified.h.
 #include "ops/stratified_sample.h"
@@ -44,6 +45,15 @@ void check_stratified_sample_args(const char* op, const at::Tensor& labels, int6
   check_seed_or_generator(op, seed, generator);
 }
 
+void check_stratified_sample_gather_args(const at::Tensor& features, const at::Tensor& labels,
+                                         int64_t num_samples, const at::Tensor& class_quota,
+                                         const c10::optional<int64_t>& seed,
+                                         const c10::optional<at::Generator>& generator) {
+  constexpr const char* op = "stratified_sample_gather";
+  check_gather_inputs(op, features, labels);
+  check_stratified_sample_args(op, labels, num_samples, class_quota, seed, generator);
+}
+
 void check_class_quota_values(const char* op, c10::ArrayRef<int64_t> class_quota,
                               int64_t num_samples) {
   TORCH_CHECK(num_samples >= 0, "syncfree.", op, ": num_samples must be >= 0, got ",
@@ -70,6 +80,9 @@ using StratifiedFn = std::tuple<at::Tensor, at::Tensor>(const at::Tensor&, int64
 using StratifiedGatherFn = std::tuple<at::Tensor, at::Tensor, at::Tensor>(
     const at::Tensor&, const at::Tensor&, int64_t, const at::Tensor&, bool,
     c10::optional<int64_t>, c10::optional<at::Generator>);
+using StratifiedFusedFn = SampleGatherOutputs(const at::Tensor&, const at::Tensor&, int64_t,
+                                    const at::Tensor&, bool, c10::optional<int64_t>,
+                                    c10::optional<at::Generator>);
 
 std::tuple<at::Tensor, at::Tensor> stratified_sample_meta(const at::Tensor& labels,
                                                           int64_t num_samples,
@@ -88,26 +101,43 @@ std::tuple<at::Tensor, at::Tensor> call_stratified_sample(
   return op.call(labels, num_samples, class_quota, fill, std::move(seed), std::move(generator));
 }
 
-// stratified_sample, then the differentiable gather_sampled: autograd comes
-// from gather_sampled's own Autograd kernel. Every argument is checked here
-// first, so that the errors name stratified_sample_gather.
-std::tuple<at::Tensor, at::Tensor, at::Tensor> stratified_sample_gather_composite(
+// The fused op (_stratified_sample_gather) through the dispatcher.
+SampleGatherOutputs call_stratified_fused(const at::Tensor& features, const at::Tensor& labels,
+                               int64_t num_samples, const at::Tensor& class_quota, bool fill,
+                               c10::optional<int64_t> seed,
+                               c10::optional<at::Generator> generator) {
+  static auto op = find_op<StratifiedFusedFn>("syncfree::_stratified_sample_gather");
+  return op.call(features, labels, num_samples, class_quota, fill, std::move(seed),
+                 std::move(generator));
+}
+
+SampleGatherOutputs stratified_sample_gather_meta(const at::Tensor& features,
+                                                  const at::Tensor& labels, int64_t num_samples,
+                                                  const at::Tensor& class_quota, bool fill,
+                                                  c10::optional<int64_t> seed,
+                                                  c10::optional<at::Generator> generator) {
+  check_stratified_sample_gather_args(features, labels, num_samples, class_quota, seed,
+                                      generator);
+  return empty_sample_gather_outputs("stratified_sample_gather", features, labels, num_samples);
+}
+
+// stratified_sample_gather below autograd (any backend, Meta included): the
+// fused op without its indices.
+std::tuple<at::Tensor, at::Tensor, at::Tensor> stratified_sample_gather_forward(
     const at::Tensor& features, const at::Tensor& labels, int64_t num_samples,
     const at::Tensor& class_quota, bool fill, c10::optional<int64_t> seed,
     c10::optional<at::Generator> generator) {
-  constexpr const char* op = "stratified_sample_gather";
-  check_gather_inputs(op, features, labels);
-  check_stratified_sample_args(op, labels, num_samples, class_quota, seed, generator);
-  if (!labels.is_meta()) check_generator_device(op, generator, labels.device());
-  at::Tensor indices, valid;
-  std::tie(indices, valid) = on_behalf_of(op, "stratified_sample", [&] {
-    return call_stratified_sample(labels, num_samples, class_quota, fill, std::move(seed),
-                                  std::move(generator));
+  return drop_indices(call_stratified_fused(features, labels, num_samples, class_quota, fill,
+                                 std::move(seed), std::move(generator)));
+}
+
+std::tuple<at::Tensor, at::Tensor, at::Tensor> stratified_sample_gather_autograd(
+    const at::Tensor& features, const at::Tensor& labels, int64_t num_samples,
+    const at::Tensor& class_quota, bool fill, c10::optional<int64_t> seed,
+    c10::optional<at::Generator> generator) {
+  return sample_gather_autograd(features, labels, [&] {
+    return call_stratified_fused(features, labels, num_samples, class_quota, fill, seed, generator);
   });
-  at::Tensor out_features, out_labels;
-  std::tie(out_features, out_labels) = on_behalf_of(
-      op, "gather_sampled", [&] { return call_gather_sampled(features, labels, indices, valid); });
-  return {out_features, out_labels, valid};
 }
 
 // The internal _check_class_quota: the Python wrappers' check of quotas given
@@ -182,6 +212,13 @@ TORCH_LIBRARY_FRAGMENT(syncfree, m) {
       "Tensor class_quota, *, bool fill=True, int? seed=None, Generator? generator=None) "
       "-> (Tensor sampled_features, Tensor sampled_labels, Tensor valid)",
       {at::Tag::nondeterministic_seeded});
+  // Internal: the sample and its gather in one kernel per backend, with the
+  // indices (for the backward).
+  m.def(
+      "_stratified_sample_gather(Tensor features, Tensor labels, int num_samples, "
+      "Tensor class_quota, *, bool fill=True, int? seed=None, Generator? generator=None) "
+      "-> (Tensor sampled_features, Tensor sampled_labels, Tensor valid, Tensor indices)",
+      {at::Tag::nondeterministic_seeded});
   // Internal: the check of quotas given as a list (Python wrappers). It
   // returns nothing: CONSERVATIVE keeps TorchScript from removing the call.
   m.def(torch::schema("_check_class_quota(str op, int[] class_quota, int num_samples) -> ()",
@@ -190,17 +227,25 @@ TORCH_LIBRARY_FRAGMENT(syncfree, m) {
 
 TORCH_LIBRARY_IMPL(syncfree, Meta, m) {
   m.impl("stratified_sample", TORCH_FN(syncfree::ops::stratified_sample_meta));
+  m.impl("_stratified_sample_gather", TORCH_FN(syncfree::ops::stratified_sample_gather_meta));
 }
 
-// Sample, then gather through the differentiable gather_sampled. The quota
-// check takes no tensor: it runs wherever it is called (and while tracing).
+// Below autograd, on every backend: the fused op without its indices.
+TORCH_LIBRARY_IMPL(syncfree, CompositeExplicitAutograd, m) {
+  m.impl("stratified_sample_gather", TORCH_FN(syncfree::ops::stratified_sample_gather_forward));
+}
+
+// The quota check takes no tensor: it runs wherever it is called (and while
+// tracing).
 TORCH_LIBRARY_IMPL(syncfree, CompositeImplicitAutograd, m) {
-  m.impl("stratified_sample_gather",
-         TORCH_FN(syncfree::ops::stratified_sample_gather_composite));
   m.impl("_check_class_quota", TORCH_FN(syncfree::ops::check_class_quota_op));
 }
 
-// No differentiable output: autograd passes straight through.
+// stratified_sample has no differentiable output: autograd passes straight
+// through. stratified_sample_gather's backward scatters into the sampled
+// feature rows.
 TORCH_LIBRARY_IMPL(syncfree, Autograd, m) {
   m.impl("stratified_sample", torch::CppFunction::makeFallthrough());
+  m.impl("stratified_sample_gather",
+         TORCH_FN(syncfree::ops::stratified_sample_gather_autograd));
 }

@@ -1,5 +1,5 @@
-// stratified_sample (and stratified_sample_gather, the sample then its
-// gather): what the op's backends share with its op file.
+// stratified_sample (and stratified_sample_gather, the sample and its gather
+// in one pass): what the op's backends share with its op file.
 #pragma once
 
 #include <ATen/ATen.h>
@@ -28,6 +28,14 @@ void check_stratified_sample_args(const char* op, const at::Tensor& labels, int6
 // class, every quota >= 0, their sum <= num_samples.
 void check_class_quota_values(const char* op, c10::ArrayRef<int64_t> class_quota,
                               int64_t num_samples);
+
+// The arguments of stratified_sample_gather (its fused op's kernels, every
+// backend): check_gather_inputs, then check_stratified_sample_args, messages
+// naming stratified_sample_gather.
+void check_stratified_sample_gather_args(const at::Tensor& features, const at::Tensor& labels,
+                                         int64_t num_samples, const at::Tensor& class_quota,
+                                         const c10::optional<int64_t>& seed,
+                                         const c10::optional<at::Generator>& generator);
 
 }  // namespace ops
 }  // namespace syncfree

@@ -13,7 +13,11 @@ import torch
 # ATen operators (they reach one of these for a CUDA tensor).
 # Each with the name of its first tensor argument, which the message names.
 OPS = {"balanced_sample": "labels", "stratified_sample": "labels", "compact": "mask", "nms": "boxes",
+       "_balanced_sample_gather": "features", "_stratified_sample_gather": "features",
        "_multi_scale_roi_align": "features", "_multi_scale_roi_align_backward": "grad"}
+# Where the first tensor argument may stay on the CPU while the next is on a
+# GPU, the message names the next one when it is the tensor on the GPU.
+_NEXT = {"_balanced_sample_gather": "labels", "_stratified_sample_gather": "labels"}
 
 _library = None
 
@@ -28,19 +32,14 @@ def message(op: str, device: str, argument: str = "labels") -> str:
     )
 
 
-def check(op: str, labels: torch.Tensor, cuda_operator: bool) -> None:
-    """The error of :func:`message` for a public op that reaches the kernels through
-    another (the ``*_gather`` variants), so that it names the op that was called."""
-    if not cuda_operator and labels.device.type == "cuda":
-        raise RuntimeError(message(op, str(labels.device)))
-
-
 def _kernel(op: str, argument: str):
     public = op.lstrip("_").replace("_backward", "")
 
     def kernel(tensor, *args, **kwargs):
         if isinstance(tensor, (list, tuple)):  # a list of tensors: the first one's device
             tensor = tensor[0]
+        if op in _NEXT and tensor.device.type != "cuda" and args[0].device.type == "cuda":
+            raise RuntimeError(message(public, str(args[0].device), _NEXT[op]))
         raise RuntimeError(message(public, str(tensor.device), argument))
 
     return kernel

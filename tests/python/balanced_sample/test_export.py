@@ -103,13 +103,13 @@ def test_export_save_and_load(tmp_path):
 
 
 def test_export_decomposed_program():
-    # The inference program (what AOTInductor compiles) splits the gather op
-    # (CompositeImplicitAutograd) into the sampler and gather_sampled.
+    # The inference program (what AOTInductor compiles) calls the gather op's
+    # fused kernel (its internal op, which also returns the indices) and the sampler.
     model = make_model()
     ep = torch.export.export(model, make_inputs(3, 50), dynamic_shapes=dynamic_shapes())
     decomposed = ep.run_decompositions()
     assert syncfree_targets(decomposed.graph_module) == {"syncfree.balanced_sample.default",
-                                                         "syncfree.gather_sampled.default"}
+                                                         "syncfree._balanced_sample_gather.default"}
     program = decomposed.module()
     for rows, n in SHAPES:
         inputs = make_inputs(rows, n)

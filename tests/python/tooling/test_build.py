@@ -9,7 +9,7 @@ import syncfree._build_info as info
 from syncfree import _without_cuda
 
 OPS = ["syncfree::balanced_sample", "syncfree::_gather_sampled", "syncfree::stratified_sample",
-       "syncfree::compact", "syncfree::nms", "syncfree::_multi_scale_roi_align",
+       "syncfree::_balanced_sample_gather", "syncfree::_stratified_sample_gather", "syncfree::compact", "syncfree::nms", "syncfree::_multi_scale_roi_align",
        "syncfree::_multi_scale_roi_align_backward"]
 
 
@@ -60,6 +60,8 @@ def test_cuda_tensor_without_cuda_operator_says_how_to_rebuild(op):
     args = {
         "balanced_sample": (labels, 2, 0.5),
         "stratified_sample": (labels, 2, torch.tensor([1, 1])),
+        "_balanced_sample_gather": (torch.rand(4, 3), labels, 2, 0.5),
+        "_stratified_sample_gather": (torch.rand(4, 3), labels, 2, torch.tensor([1, 1])),
         "compact": (labels != 0, 2),
         "nms": (torch.rand(4, 4), torch.rand(4), 0.5, 2),
         "_multi_scale_roi_align": ([torch.rand(1, 2, 4, 4)], torch.zeros(1, 1, 4), torch.zeros(1, dtype=torch.long),
@@ -77,20 +79,19 @@ def test_cuda_tensor_without_cuda_operator_says_how_to_rebuild(op):
     assert "SYNCFREE_WITH_CUDA=1 pip install --no-build-isolation ." in text
 
 
-@pytest.mark.skipif(info.CUDA_OPERATOR, reason="this build has the CUDA operator")
-@pytest.mark.parametrize("op", ["balanced_sample_gather", "stratified_sample_gather"])
-def test_cuda_tensor_to_gather_without_cuda_operator_names_the_gather(op):
-    # The *_gather wrappers name themselves before reaching the sampler's kernel.
-    from syncfree import _without_cuda
-
-    class CudaLabels:  # what the check reads of a CUDA tensor: its device
+@pytest.mark.parametrize("op", ["_balanced_sample_gather", "_stratified_sample_gather"])
+def test_cuda_labels_to_gather_without_cuda_operator_names_the_labels(op):
+    # A *_gather call reaches the CUDA kernel when either features or labels
+    # is on a GPU; when only the labels are, the message names them.
+    class CudaLabels:  # what the kernel reads of a CUDA tensor: its device
         device = torch.device("cuda", 0)
 
-    with pytest.raises(RuntimeError, match=f"^syncfree.{op}: labels is on cuda:0, but this build "
+    kernel = _without_cuda._kernel(op, _without_cuda.OPS[op])
+    with pytest.raises(RuntimeError, match=f"^syncfree.{op[1:]}: labels is on cuda:0, but this build "
                                            "of syncfree has no CUDA operator"):
-        _without_cuda.check(op, CudaLabels(), False)
-    _without_cuda.check(op, CudaLabels(), True)  # a build with the operator: no error
-    _without_cuda.check(op, torch.zeros(3), False)  # a CPU tensor: no error
+        kernel(torch.rand(4, 3), CudaLabels(), 2)
+    with pytest.raises(RuntimeError, match=f"^syncfree.{op[1:]}: features is on cpu, "):
+        kernel(torch.rand(4, 3), torch.zeros(4), 2)
 
 
 def test_built_against_this_torch_minor():
