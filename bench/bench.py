@@ -35,7 +35,7 @@ per shape and is slow):
 Each configuration runs with each thread count of --threads (threads outer,
 as in the CLI). Within one configuration and thread count the implementations
 are timed side by side (timing.interleaved): --warmup untimed calls of each,
-then rounds in which each is called once, the order rotated every round,
+then rounds in which each is called once, the order shuffled every round,
 until there are --min-reps rounds and the calls took --min-time seconds per
 implementation in all (a slow implementation takes most of it), at most
 --max-iters rounds. Ratios (vs naive, vs floor, x floor, x select) are of
@@ -275,7 +275,7 @@ def run_config(args, impls, batch, n, cuda):
         if make is not None:
             calls[name] = make(w)
     times = interleaved(calls, args.min_reps, args.min_time, cuda_event_ms if cuda else host_ms,
-                        warmup=args.warmup, max_rounds=max(args.max_iters, 1)) if calls else {}
+                        warmup=args.warmup, max_rounds=max(args.max_iters, 1), shuffle=True) if calls else {}
     for r in cfg:
         if r["supported"]:
             ms = times[r["impl"]]
@@ -397,7 +397,7 @@ def fixed_cost(args):
         print(f"[bench] fixed cost: {len(cases)} calls, loops of {FIXED_COST_CALLS} ...", file=sys.stderr, flush=True)
         times = interleaved({name: loop(fn, a) for name, _, fn, a in cases},
                             max(FIXED_COST_MIN_ROUNDS, args.min_reps), args.min_time, host_ms,
-                            warmup=args.warmup, max_rounds=max(args.max_iters, FIXED_COST_MIN_ROUNDS))
+                            warmup=args.warmup, max_rounds=max(args.max_iters, FIXED_COST_MIN_ROUNDS), shuffle=True)
     finally:
         torch.set_num_threads(saved)
     per_call = {name: [t * 1e3 / FIXED_COST_CALLS for t in times[name]] for name, _, _, _ in cases}

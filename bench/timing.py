@@ -45,14 +45,16 @@ def repeat(fn, min_time, max_iters, one=host_ms, min_calls=5, clock=time.perf_co
     return times
 
 
-def interleaved(fns, min_rounds, min_time=0.0, one=host_ms, warmup=0, max_rounds=None):
+def interleaved(fns, min_rounds, min_time=0.0, one=host_ms, warmup=0, max_rounds=None, shuffle=False):
     """{name: fn} timed side by side: `warmup` untimed calls of each, then
-    rounds in which every fn is called once (`one` times a call), in an order
-    shuffled afresh every round (a fixed seed: the same orders every run), so
-    that no fn always runs right after the same other one (whose threads may
-    still spin, whose frees may have trimmed the heap, or whose data may have
-    evicted the caches). A rotation of one order would not do: each fn would
-    follow the same one in all but one position. Rounds go on until there are `min_rounds` and the
+    rounds in which every fn is called once (`one` times a call), the order
+    rotated by one every round, so that no fn always runs first or right
+    after the same other one (whose threads may still spin, or whose frees
+    may have trimmed the heap). With several fns a rotation still puts each
+    after the same one in all but one position (after the heaviest: on the
+    caches it evicted); shuffle=True shuffles the order afresh every round
+    instead (a fixed seed: the same orders every run), so that each fn
+    follows every other one. Rounds go on until there are `min_rounds` and the
     calls took `min_time` seconds per fn in all (a fn far slower than the
     others takes most of it); min_time 0: exactly `min_rounds` rounds.
     `max_rounds` (when given) caps the rounds, before `min_rounds` and
@@ -62,12 +64,15 @@ def interleaved(fns, min_rounds, min_time=0.0, one=host_ms, warmup=0, max_rounds
         for _ in range(warmup):
             fns[name]()
     times = {name: [] for name in names}
-    shuffle = random.Random(0)
+    orders = random.Random(0)
     target_ms = len(names) * min_time * 1e3
     spent_ms, rounds = 0.0, 0
     while (max_rounds is None or rounds < max_rounds) and (rounds < min_rounds or spent_ms < target_ms):
-        order = list(names)
-        shuffle.shuffle(order)
+        if shuffle:
+            order = list(names)
+            orders.shuffle(order)
+        else:
+            order = [names[(rounds + k) % len(names)] for k in range(len(names))]
         for name in order:
             times[name].append(one(fns[name]))
             spent_ms += times[name][-1]

@@ -55,12 +55,21 @@ def test_repeat_makes_the_minimum_calls_then_stops_at_the_time_or_the_call_limit
     assert len(times) == 7
 
 
+def test_interleaved_rotates_the_order_and_warms_up_untimed():
+    clock, calls = FakeClock(), []
+    fns = {name: clock.takes(1.0, calls, name) for name in ("a", "b", "c")}
+    times = timing.interleaved(fns, 3, warmup=2, one=lambda fn: timing.host_ms(fn, clock=clock))
+    assert calls == ["a", "a", "b", "b", "c", "c"] + ["a", "b", "c", "b", "c", "a", "c", "a", "b"]
+    assert times == {name: [1000.0] * 3 for name in "abc"}
+
+
 def test_interleaved_shuffles_the_order_and_warms_up_untimed():
     clock, calls = FakeClock(), []
     names = ("a", "b", "c", "d")
     fns = {name: clock.takes(1.0, calls, name) for name in names}
     rounds = 40
-    times = timing.interleaved(fns, rounds, warmup=2, one=lambda fn: timing.host_ms(fn, clock=clock))
+    times = timing.interleaved(fns, rounds, warmup=2, one=lambda fn: timing.host_ms(fn, clock=clock),
+                               shuffle=True)
     assert calls[:8] == ["a", "a", "b", "b", "c", "c", "d", "d"]
     timed = calls[8:]
     assert len(timed) == 4 * rounds
@@ -73,7 +82,7 @@ def test_interleaved_shuffles_the_order_and_warms_up_untimed():
     assert all(predecessors[name] == set(names) - {name} for name in names), predecessors
     calls2 = []
     timing.interleaved({name: clock.takes(1.0, calls2, name) for name in names}, rounds, warmup=2,
-                       one=lambda fn: timing.host_ms(fn, clock=clock))
+                       one=lambda fn: timing.host_ms(fn, clock=clock), shuffle=True)
     assert calls2 == calls
     assert times == {name: [1000.0] * rounds for name in names}
 
