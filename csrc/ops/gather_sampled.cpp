@@ -246,9 +246,8 @@ SampleGatherOutputs empty_sample_gather_outputs(const char* op, const at::Tensor
                                                 const at::Tensor& labels, int64_t num_samples) {
   at::Tensor indices, valid;
   std::tie(indices, valid) = empty_sample_outputs(op, labels, num_samples);
-  const auto subject = [&] {
-    return shape_subject("features", features) + " and num_samples = " +
-           std::to_string(num_samples);
+  const auto subject = [&] {  // as gather_sampled names it: the indices' shape
+    return shape_subject("features", features) + " and " + shape_subject("indices", indices);
   };
   return {allocate(op, subject, "sampled_features",
                    sampled_feature_sizes(features, labels, num_samples), features.options()),
