@@ -372,10 +372,11 @@ if want bench; then
              --impls topk,syncfree,syncfree-indices,syncfree-graph --min-time "$MIN_TIME"
              --json "$LOGS/bench-gpu-rows.json") ;;
       python) name="benchmark Python (cuda, torch.compile)"; planned=90; limit=240
-        # The reference samplers (naive, topk), torch.compile of the static one compiled per shape.
+        # The reference samplers (naive, topk), torch.compile of the static one compiled per shape,
+        # syncfree through torch.ops and through its wrapper, the floor.
         cmd=("${pyenv[@]}" "$PY" bench/bench.py --device cuda --min-time "$MIN_TIME" --sizes 1e6,1e7
-             --batch-sizes 1e5 --impls naive,topk,topk-compiled,syncfree
-             --json "$LOGS/bench-gpu-python.json") ;;
+             --batch-sizes 1e5 --impls naive,topk,topk-compiled,syncfree,syncfree-python,floor
+             --no-fixed-cost --json "$LOGS/bench-gpu-python.json") ;;
     esac
     if [ $REHEARSE = 1 ]; then not_run "$name"; continue; fi
     begin "$name" $planned $limit || continue
