@@ -433,7 +433,8 @@ def print_fixed_cost(fc):
     print("wrapper cost (us): the public wrapper minus its torch.ops call:")
     for name, v in fc["wrapper_cost_us"].items():
         print(f"{v:>+8.2f}  {name}")
-    print("(the list-quota wrapper builds the quota tensor on every call: its cost is in its wrapper cost)")
+    print("(a list quota is checked and made into a tensor once per distinct list, then taken from the "
+          "wrapper's cache: the lookup is in its wrapper cost)")
 
 
 def main():

@@ -48,13 +48,13 @@ def repeat(fn, min_time, max_iters, one=host_ms, min_calls=5, clock=time.perf_co
 def interleaved(fns, min_rounds, min_time=0.0, one=host_ms, warmup=0, max_rounds=None, shuffle=False):
     """{name: fn} timed side by side: `warmup` untimed calls of each, then
     rounds in which every fn is called once (`one` times a call), the order
-    rotated by one every round, so that no fn always runs first or right
-    after the same other one (whose threads may still spin, or whose frees
-    may have trimmed the heap). With several fns a rotation still puts each
-    after the same one in all but one position (after the heaviest: on the
-    caches it evicted); shuffle=True shuffles the order afresh every round
-    instead (a fixed seed: the same orders every run), so that each fn
-    follows every other one. Rounds go on until there are `min_rounds` and the
+    rotated by one every round, so that no fn always runs first (while the
+    previous round's last fn may still spin its threads, or its frees may
+    have trimmed the heap). A rotation still puts each fn after the same
+    other one in all but one position: with several fns, the one after the
+    heaviest always runs on the caches that one evicted. shuffle=True
+    shuffles the order afresh every round instead (a fixed seed: the same
+    orders every run), so that each fn follows every other one. Rounds go on until there are `min_rounds` and the
     calls took `min_time` seconds per fn in all (a fn far slower than the
     others takes most of it); min_time 0: exactly `min_rounds` rounds.
     `max_rounds` (when given) caps the rounds, before `min_rounds` and

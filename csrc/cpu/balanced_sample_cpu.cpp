@@ -197,12 +197,15 @@ SampleGatherOutputs balanced_sample_gather_cpu(
   at::Tensor& out_labels = std::get<1>(out);
   at::Tensor& valid = std::get<2>(out);
   at::Tensor& indices = std::get<3>(out);
-  const at::Tensor src = features.is_contiguous() ? features : features.contiguous();
-  const std::optional<Workspace> workspace = make_workspace(op, labels, num_samples);
-  draw_seed(op, seed, generator, &params);
   const int64_t rows = num_rows(labels).expect_int();
   const int64_t n = labels.size(-1);
   const int64_t k = num_samples;
+  // The features read in place when contiguous, else copied (before the
+  // draw; not for a call that gathers nothing).
+  const bool gathers = rows > 0 && k > 0 && n > 0;
+  const at::Tensor src = !gathers || features.is_contiguous() ? features : features.contiguous();
+  const std::optional<Workspace> workspace = make_workspace(op, labels, num_samples);
+  draw_seed(op, seed, generator, &params);
   if (rows == 0 || k == 0) return out;
   if (n == 0) {  // nothing to sample: every slot is invalid
     indices.fill_(-1);

@@ -26,6 +26,20 @@ namespace {
 // Workspace words a thread keeps between calls, at most (16 MiB).
 constexpr size_t kKeptWords = size_t{2} << 20;
 
+// A workspace of `words` words for the calling thread: up to kKeptWords, the
+// one buffer the thread keeps between calls (grown to the largest it has
+// needed: no allocation per call; one per thread, whatever the label dtype
+// or the kernel); a larger one allocated into *owned for the call.
+int64_t* thread_workspace(size_t words, std::unique_ptr<int64_t[]>* owned) {
+  if (words > kKeptWords) {
+    owned->reset(new int64_t[words]);
+    return owned->get();
+  }
+  thread_local std::vector<int64_t> kept;
+  if (kept.size() < words) kept.resize(words);
+  return kept.data();
+}
+
 // Every row's sample into indices and valid [rows, k]; after a row's slots
 // are written, on_row(r) runs on them on the same thread, while they are in
 // the cache (the fused gather's copy; a no-op for stratified_sample).
@@ -43,19 +57,8 @@ void sample_rows(const at::Tensor& labels, const T* data, const int64_t* quota,
   // sort by class), its classes, and its slots.
   const int64_t per_row = 2 * n + 2 * p.num_classes + slot_work * k;
   at::parallel_for(0, rows, parallel_grain(per_row), [&](int64_t begin, int64_t end) {
-    // Each thread's workspace: up to kKeptWords kept between calls (grown
-    // to the largest it has needed: no allocation per call), a larger one
-    // allocated for the call.
-    thread_local std::vector<int64_t> kept;
     std::unique_ptr<int64_t[]> owned;
-    int64_t* work;
-    if (words <= kKeptWords) {
-      if (kept.size() < words) kept.resize(words);
-      work = kept.data();
-    } else {
-      owned.reset(new int64_t[words]);
-      work = owned.get();
-    }
+    int64_t* work = thread_workspace(words, &owned);
     for (int64_t r = begin; r < end; ++r) {
       core::stratified_row<Index>(data + row_offset(labels, r), stride, n,
                                   quota + r * quota_row_stride, p, r, work,
@@ -144,12 +147,15 @@ SampleGatherOutputs stratified_sample_gather_cpu(const at::Tensor& features,
   at::Tensor& out_labels = std::get<1>(out);
   at::Tensor& valid = std::get<2>(out);
   at::Tensor& indices = std::get<3>(out);
-  const at::Tensor src = features.is_contiguous() ? features : features.contiguous();
-  const at::Tensor quota = class_quota.contiguous();
-  draw_seed(op, seed, generator, &params);
   const int64_t rows = num_rows(labels).expect_int();
   const int64_t n = labels.size(-1);
   const int64_t k = num_samples;
+  // The features read in place when contiguous, else copied (before the
+  // draw; not for a call that gathers nothing).
+  const bool gathers = rows > 0 && k > 0 && n > 0;
+  const at::Tensor src = !gathers || features.is_contiguous() ? features : features.contiguous();
+  const at::Tensor quota = class_quota.contiguous();
+  draw_seed(op, seed, generator, &params);
   if (rows == 0 || k == 0) return out;
   if (n == 0) {  // nothing to sample: every slot is invalid
     indices.fill_(-1);

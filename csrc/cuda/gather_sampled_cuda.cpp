@@ -21,6 +21,7 @@ namespace ops {
 DeviceGather::DeviceGather(const at::Tensor& features, const at::Tensor& labels,
                            int64_t num_samples)
     : rows_(num_rows(labels).expect_int()), n_(labels.size(-1)), k_(num_samples) {
+  if (rows_ * k_ == 0) return;  // nothing to gather: no view, no copy
   const int64_t width = feature_width(features, labels.dim()).expect_int();
   features_ = features.reshape({rows_, n_, width});
   if (width > 1 && features_.stride(2) != 1) features_ = features_.contiguous();

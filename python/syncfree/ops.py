@@ -211,24 +211,36 @@ def _quota_list(op: str, class_quota) -> List[int]:
 # Checked class_quota lists (Python ints), by (values, num_samples): the
 # int64 CPU tensor the operators take, and its pinned copy once a call on a
 # GPU needs one. Never written once made (the operators only read
-# class_quota); emptied when it holds _QUOTAS_MAX entries.
+# class_quota); emptied when it holds _QUOTAS_MAX entries. Used only with a
+# Python int num_samples and no torch function or dispatch mode active (a
+# default device, FakeTensorMode, make_fx): a mode would make, or be handed,
+# tensors of its own.
 _QUOTAS: Dict[Tuple[Tuple[int, ...], int], List[Optional[Tensor]]] = {}
 _QUOTAS_MAX = 256
+_len_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
+_function_mode_on = getattr(torch._C, "_is_torch_function_mode_enabled", None)
+
+
+def _quota_cache_usable(num_samples) -> bool:
+    return (type(num_samples) is int and _len_dispatch_modes is not None and _function_mode_on is not None
+            and _len_dispatch_modes() == 0 and not _function_mode_on())
 
 
 def _host_quota(op: str, labels: Tensor, num_samples: int, class_quota) -> Tensor:
     """A class_quota sequence as the operator takes it, outside TorchScript and
     torch.compile: checked by the operator's own host check the first time
-    (the error names `op`), then taken from _QUOTAS; sent to labels' device."""
+    (the error names `op`), then taken from _QUOTAS where it can be; sent to
+    labels' device."""
     key = None
     entry = None
-    if type(class_quota) in (list, tuple) and all(type(q) is int for q in class_quota):
+    if (type(class_quota) in (list, tuple) and all(type(q) is int for q in class_quota)
+            and _quota_cache_usable(num_samples)):
         key = (tuple(class_quota), num_samples)
         entry = _QUOTAS.get(key)
     if entry is None:
         values = _quota_list(op, class_quota)
         torch.ops.syncfree._check_class_quota(op, values, num_samples)
-        entry = [torch.tensor(values, dtype=torch.int64), None]
+        entry = [torch.tensor(values, dtype=torch.int64, device="cpu"), None]
         if key is not None:
             if len(_QUOTAS) >= _QUOTAS_MAX:
                 _QUOTAS.clear()

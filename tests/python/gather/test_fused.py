@@ -832,3 +832,40 @@ def test_quota_cache_is_bounded():
     finally:
         wrappers._QUOTAS.clear()
         wrappers._QUOTAS.update(saved)
+
+
+# --- the quota cache under modes ------------------------------------------------------------
+
+def test_quota_lists_under_make_fx_and_a_default_device():
+    # A mode (make_fx's, FakeTensorMode, a default device) neither fills the
+    # quota cache nor takes a tensor from it: the list is made into a tensor
+    # under the mode, as before the cache.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    labels = torch.tensor([[0, 1, 2, 1, 0, 2, 2, 1]])
+    want = syncfree.stratified_sample(labels, 4, [1, 1, 2], seed=3)  # fills the cache
+    for mode in ["real", "fake", "symbolic"]:
+        graph = make_fx(lambda l: syncfree.stratified_sample(l, l.shape[-1] // 2, [1, 1, 2], seed=3),
+                        tracing_mode=mode)(labels)
+        got = graph(labels)
+        assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1]), mode
+    syncfree.ops._QUOTAS.clear()
+    with torch.device("meta"):
+        idx, valid = syncfree.stratified_sample(labels.to("meta"), 4, [1, 1, 2], seed=3)
+    assert idx.device.type == "meta" and idx.shape == (1, 4)
+    got = syncfree.stratified_sample(labels, 4, [1, 1, 2], seed=3)  # a CPU call after the meta one
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
+
+
+def test_quota_list_with_an_unhashable_num_samples():
+    class K:  # an int-like without a hash (it defines __eq__)
+        def __index__(self):
+            return 4
+
+        def __eq__(self, other):
+            return other == 4
+
+    labels = torch.tensor([[0, 1, 2, 1, 0, 2, 2, 1]])
+    got = syncfree.stratified_sample(labels, K(), [1, 1, 2], seed=3)
+    want = syncfree.stratified_sample(labels, 4, [1, 1, 2], seed=3)
+    assert torch.equal(got[0], want[0]) and torch.equal(got[1], want[1])
