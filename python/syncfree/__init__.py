@@ -10,6 +10,10 @@
     indices, valid, count = syncfree.compact(mask, 64)
     indices, valid = syncfree.nms(boxes, scores, 0.7, 1000)   # [B, N, 4], [B, N] -> [B, 1000]
 
+    with syncfree.find_syncs() as report:    # host syncs and data-dependent shapes, by line
+        step()
+    print(report)
+
 The operators are also reachable as ``torch.ops.syncfree.balanced_sample``,
 ``torch.ops.syncfree.balanced_sample_gather``, ``torch.ops.syncfree.stratified_sample``,
 ``torch.ops.syncfree.stratified_sample_gather``, ``torch.ops.syncfree.gather_sampled``,
@@ -61,6 +65,7 @@ from .ops import gather_sampled, stratified_sample, stratified_sample_gather  # 
 from .ops import compact  # noqa: E402
 from .ops import nms  # noqa: E402
 from .ops import multi_scale_roi_align  # noqa: E402
+from ._finder import find_graph_breaks, find_syncs  # noqa: E402
 
 __all__ = [
     "balanced_sample",
@@ -71,5 +76,7 @@ __all__ = [
     "compact",
     "nms",
     "multi_scale_roi_align",
+    "find_syncs",
+    "find_graph_breaks",
     "__version__",
 ]

@@ -277,48 +277,6 @@ def test_one_switch_sets_both_models_modes(tv):
     assert static(images, sf_det.pad_targets(targets, G)).keys() == losses.keys()
 
 
-DATA_DEPENDENT = {"nonzero", "_local_scalar_dense", "masked_select", "unique", "_unique2", "nonzero_static",
-                  "randperm", "item"}
-HOST_DATA = {"lift_fresh", "lift_fresh_copy"}  # torch.tensor(python data): a host-to-device copy on CUDA
-
-
-@pytest.mark.parametrize("kind", ["faster", "mask", "keypoint"])
-def test_step_has_no_data_dependent_operator(tv, kind):
-    """The training step (forward and backward) and the detection step call no
-    operator whose output shape or host value depends on the data (``nonzero``,
-    ``torch.where(mask)``, boolean indexing, ``.item()``, ``randperm``...), the
-    operators that make the host wait for the device, and make no tensor from
-    Python data (on CUDA, a copy from pageable host memory, which waits)."""
-    from torch.utils._python_dispatch import TorchDispatchMode
-
-    class Record(TorchDispatchMode):
-        def __init__(self):
-            super().__init__()
-            self.seen = set()
-
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            self.seen.add(func.overloadpacket.__name__)
-            return func(*args, **(kwargs or {}))
-
-    model = tiny_model(kind, batch_norm_head=kind == "faster")
-    static = sf_det.make_static(model, (H, W), G).train()
-    images, targets = make_batch(7, [2, 0], masks=kind == "mask", keypoints=kind == "keypoint")
-    padded = sf_det.pad_targets(targets, G)
-    with Record() as record:
-        sum(static(images, padded).values()).backward()
-        static.eval()
-        with torch.no_grad():
-            static(images)
-    # The mode saw the step (the RoI poolers below autograd, and their backward).
-    assert {"nms", "balanced_sample", "_multi_scale_roi_align", "_multi_scale_roi_align_backward"} <= record.seen
-    assert not record.seen & (DATA_DEPENDENT | HOST_DATA), record.seen & (DATA_DEPENDENT | HOST_DATA)
-    # torchvision's own step, recorded the same way, has them.
-    model.train()
-    with Record() as record:
-        sum(model(list(images), targets).values()).backward()
-    assert {"nonzero", "_local_scalar_dense", "lift_fresh"} <= record.seen
-
-
 def test_batch_norm_in_heads_follows_its_mode(tv):
     """A head's batch norm frozen with ``.eval()`` inside a training model uses its
     running statistics (torchvision's result); SyncBatchNorm in a head is refused."""
