@@ -25,6 +25,7 @@ import os
 import site
 import sys
 import sysconfig
+import weakref
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import torch
@@ -79,7 +80,7 @@ KINDS: Dict[str, Tuple[str, str, str]] = {
         "copies the tensor to the host, which waits for the device",
         "keep the data on the device; read it once per step, after it"),
     "to_host": (
-        "a copy to the host (.cpu(), .to('cpu'))",
+        "a blocking copy to the host (.cpu(), .to('cpu'), print)",
         "a device-to-host copy waits for the device (of a CPU tensor, as here on a CPU run, it costs "
         "nothing; of a GPU tensor it syncs)",
         "keep the tensor on the device; copy what must be read once per step, after it, with "
@@ -99,13 +100,19 @@ KINDS: Dict[str, Tuple[str, str, str]] = {
         "scalar to device operations, with no copy"),
     "randperm": (
         "randperm",
-        "a permutation of n items, n a Python int: sampling from a data-dependent set needs its size "
-        "on the host first",
+        "no sync itself (it runs on the device), but its length n is a Python int: a sample of a "
+        "data-dependent set (torchvision's sampler) needs that set's size on the host first, the nonzero or "
+        ".item() before it",
         "syncfree.balanced_sample / syncfree.stratified_sample (K slots, a valid mask, no sync)"),
     "equal": (
-        "torch.equal",
+        "torch.equal / torch.allclose",
         "returns a Python bool, read from the device",
-        "(a == b).all(), kept as a tensor"),
+        "(a == b).all() or torch.isclose(a, b).all(), kept as a tensor"),
+    "linalg_check": (
+        "a linalg function's error check",
+        "torch.linalg.inv, solve, cholesky, ... read their error codes on the host to raise",
+        "the _ex variants (torch.linalg.inv_ex, solve_ex, cholesky_ex: info kept as a tensor), checked after "
+        "the step"),
     "bincount": (
         "bincount",
         "the output's length depends on the largest value, read from the device",
@@ -149,8 +156,9 @@ _OPS = {
     "unique_dim_consecutive": "unique",
     "_local_scalar_dense": "item",
     "randperm": "randperm",
-    "equal": "equal",
+    "equal": "equal", "allclose": "equal",
     "bincount": "bincount",
+    "_linalg_check_errors": "linalg_check",
 }
 # Operators that sync for some arguments only (see _classify).
 _MAYBE = {"index", "index_put", "index_put_", "_index_put_impl_", "repeat_interleave", "histc", "_to_copy",
@@ -260,11 +268,8 @@ class Report:
 
     def filter(self, *, ignore=(), only=None) -> "Report":
         """A copy without the kinds in ``ignore`` (or with those in ``only``)."""
-        ignore = (ignore,) if isinstance(ignore, str) else tuple(ignore)
-        only = (only,) if isinstance(only, str) else only
-        for k in ignore + tuple(only or ()):
-            if k not in KINDS:
-                raise ValueError(f"syncfree.find_syncs: unknown kind {k!r}; expected one of {sorted(KINDS)}")
+        ignore = _kinds(ignore, "ignore")
+        only = None if only is None else _kinds(only, "only")
         out = Report(self.title)
         out.graph_count, out.graph_break_count = self.graph_count, self.graph_break_count
         for key, e in self._entries.items():
@@ -326,6 +331,22 @@ class Report:
             raise AssertionError(rest.table())
 
 
+def _kinds(kinds, argument: str) -> Tuple[str, ...]:
+    """``kinds`` (a kind or an iterable of kinds of :data:`KINDS`) as a tuple."""
+    if isinstance(kinds, str):
+        kinds = (kinds,)
+    try:
+        kinds = tuple(kinds)
+    except TypeError:
+        raise TypeError(f"syncfree.find_syncs: {argument} must be a kind or a sequence of kinds, got "
+                        f"{type(kinds).__name__}") from None
+    for k in kinds:
+        if k not in KINDS:
+            raise ValueError(f"syncfree.find_syncs: unknown kind {k!r} in {argument}; expected one of "
+                             f"{sorted(KINDS)}")
+    return kinds
+
+
 def _n(count: int, word: str) -> str:
     return f"{count} {word}{'' if count == 1 else 's'}"
 
@@ -360,7 +381,7 @@ def _dir(path: str) -> str:
 _TORCH_DIR = _dir(os.path.dirname(torch.__file__))
 _PACKAGE_DIR = _dir(os.path.dirname(os.path.abspath(__file__)))  # syncfree's: a library
 _THIS_FILE = os.path.normcase(os.path.realpath(__file__))
-_COMMAND_LINE = os.path.join(_PACKAGE_DIR, "find_syncs.py")
+_OPTIM_DIR = os.path.join(os.path.dirname(torch.__file__), "optim") + os.sep
 
 
 @functools.lru_cache(maxsize=None)
@@ -379,13 +400,12 @@ def _place(filename: str, cwd: str) -> Tuple[str, str]:
     to the working directory ``cwd`` when it is below it)."""
     if filename.startswith("<frozen"):  # the standard library's frozen modules (runpy, importlib)
         return "library", filename
-    if filename.startswith("<"):
-        return "user", filename
+    if filename.startswith("<"):  # typed code is the user's; generated code (torch.fx's) is not
+        return ("user" if filename in ("<stdin>", "<string>", "<console>") or filename.startswith("<ipython-input")
+                else "skip"), filename
     real = os.path.normcase(os.path.realpath(filename))
     if real == _THIS_FILE or real.startswith(_TORCH_DIR):
         return "skip", real
-    if real == _COMMAND_LINE:  # the command line's steps stand for the user's
-        return "user", os.path.relpath(real, os.path.dirname(_PACKAGE_DIR.rstrip(os.sep)))
     if real.startswith(_PACKAGE_DIR):
         return "library", os.path.relpath(real, os.path.dirname(_PACKAGE_DIR.rstrip(os.sep)))
     for part in ("site-packages", "dist-packages"):
@@ -421,6 +441,17 @@ def _attribute(frames) -> Tuple[Optional[Site], Optional[Site]]:
 
 # The backward node autograd is running (None outside backward).
 _current_autograd_node = getattr(torch._C, "_current_autograd_node", lambda: None)
+
+
+def _caller_line():
+    """(file, line) of the innermost frame outside torch and this module."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if _place(filename, "")[0] != "skip":
+            return filename, frame.f_lineno
+        frame = frame.f_back
+    return None
 
 
 def _python_frames(frame):
@@ -489,8 +520,8 @@ def _classify(func, args, kwargs, lifted=False) -> Optional[str]:
         if not isinstance(src, torch.Tensor):
             return None
         device = kwargs.get("device")
-        if src.device.type != "cpu" and _is_host_device(device):
-            return "to_host"
+        if src.device.type != "cpu" and _is_host_device(device) and not kwargs.get("non_blocking", False):
+            return "to_host"  # (non_blocking: into pinned memory, no wait)
         if src.device.type == "cpu" and _is_device(device) and not kwargs.get("non_blocking", False):
             return "to_device"
         return None
@@ -498,9 +529,9 @@ def _classify(func, args, kwargs, lifted=False) -> Optional[str]:
         dst, src = (tuple(args) + (None, None))[:2]
         if not (isinstance(dst, torch.Tensor) and isinstance(src, torch.Tensor)):
             return None
-        if dst.device.type == "cpu" and src.device.type not in ("cpu", "meta"):
-            return "to_host"
         blocking = not (args[2] if len(args) > 2 else kwargs.get("non_blocking", False))
+        if dst.device.type == "cpu" and src.device.type not in ("cpu", "meta"):
+            return "to_host" if blocking or not dst.is_pinned() else None
         if src.device.type == "cpu" and dst.device.type not in ("cpu", "meta") and blocking and src.dim() > 0:
             return "to_device"  # (a 0-dim host tensor stands for a scalar: left out)
         return None
@@ -541,9 +572,12 @@ def _copied_to_a_device(args, device) -> bool:
 
 
 def _to_host_target(args, kwargs) -> bool:
-    """``.to("cpu")`` with the device as a string: a ``torch.device`` is most
-    often a tensor's (``.to(x.device)``), the host's only on a CPU run (a
-    device run sees the copy itself)."""
+    """``.to("cpu")`` with the device as a string, blocking: a ``torch.device``
+    is most often a tensor's (``.to(x.device)``), the host's only on a CPU run
+    (a device run sees the copy itself); ``non_blocking=True`` copies into
+    pinned memory without waiting."""
+    if kwargs.get("non_blocking") or any(a is True for a in args[2:4]):
+        return False
     device = kwargs.get("device")
     return (isinstance(device, str) and _is_host_device(device)) or any(
         isinstance(a, str) and _is_host_device(a) for a in args[1:3])
@@ -571,6 +605,10 @@ class _Functions(TorchFunctionMode):
             device = kwargs.get("device", args[2] if name == "as_tensor" and len(args) > 2 else None)
             if _copied_to_a_device(args, device):
                 kind, host = "from_python", not _is_device(device)
+        if name in ("backward", "grad"):
+            finder._backward_site = _attribute(_python_frames(sys._getframe(1)))
+        if kind is not None and args and finder._copied(args[0]):
+            kind = "quiet"  # x.cpu().numpy(): the copy is counted
         if kind is not None and kind != "quiet" and not finder._suppress:
             finder._record(kind, _CALLS[kind].get(name, name), host)
         if kind is not None:
@@ -579,7 +617,10 @@ class _Functions(TorchFunctionMode):
         if name == "__setitem__":
             finder._lifted = False
         try:
-            return func(*args, **kwargs)
+            out = func(*args, **kwargs)
+            if kind == "to_host" and isinstance(out, torch.Tensor):
+                finder._copies[id(out)] = (weakref.ref(out), _caller_line())
+            return out
         finally:
             finder._calls.pop()
             if name == "__setitem__":
@@ -599,9 +640,15 @@ class _Operators(TorchDispatchMode):
         if not finder._device_seen and (not _on_host(args) or _is_device(kwargs.get("device"))):
             finder._device_seen = True
         if not finder._suppress:
-            if finder._calls and finder._calls[-1] == "__setitem__" and func.overloadpacket.__name__ == "lift_fresh":
-                finder._lifted = True  # x[...] = 0.5: the value, a host scalar
+            if finder._calls and finder._calls[-1] in ("__setitem__", "__getitem__") and \
+                    func.overloadpacket.__name__ == "lift_fresh":
+                if args[0].dim() == 0:
+                    finder._lifted = True  # x[...] = 0.5: the value, a host scalar
+                else:  # x[[0, 2]]: a Python list made a host tensor, copied to x's device
+                    finder._record("from_python", "a Python list in x[...]", False)
             kind = _classify(func, args, kwargs, finder._lifted)
+            if kind == "item" and finder._copied(args[0]):
+                kind = None  # x.cpu().item(): the copy is counted
             if kind is not None:
                 finder._record(kind, finder._op_name(kind, func), _on_host(args))
         return func(*args, **kwargs)
@@ -631,12 +678,11 @@ class find_syncs:
     backward. ``ignore``: kinds not to record.
     """
 
-    def __init__(self, *, ignore=()):
-        ignore = (ignore,) if isinstance(ignore, str) else tuple(ignore)
-        for k in ignore:
-            if k not in KINDS:
-                raise ValueError(f"syncfree.find_syncs: unknown kind {k!r} in ignore; expected one of "
-                                 f"{sorted(KINDS)}")
+    def __init__(self, fn=None, *, ignore=()):
+        if fn is not None:
+            raise TypeError("syncfree.find_syncs: decorate with @syncfree.find_syncs() (with parentheses), or "
+                            f"pass only keywords (ignore=...); got a positional {type(fn).__name__}")
+        ignore = _kinds(ignore, "ignore")
         self.ignore = frozenset(ignore)
         self.report = Report()
         self._suppress = 0
@@ -644,6 +690,8 @@ class find_syncs:
         self._lifted = False
         self._device_seen = False  # a tensor on a device (or made there) went through the step
         self._events: List[tuple] = []
+        self._copies: Dict[int, Any] = {}  # id -> (weakref, line) of the tensors a recorded copy made
+        self._backward_site = None  # (where, library) of the last .backward() / autograd.grad call
         self._modes: List[Any] = []
 
     def _op_name(self, kind: str, func) -> str:
@@ -664,8 +712,22 @@ class find_syncs:
         which is no sync where the step runs on a device)."""
         if kind in self.ignore:
             return
-        where, library = _attribute(_python_frames(sys._getframe(1)))
-        self._events.append((kind, op, where, library, _current_autograd_node() is not None, host))
+        frames = list(_python_frames(sys._getframe(1)))
+        if kind == "item" and any(f[0].startswith(_OPTIM_DIR) for f in frames):
+            return  # torch.optim's step counters: host tensors (unless capturable or fused), read without a wait
+        where, library = _attribute(frames)
+        backward = _current_autograd_node() is not None
+        if backward and where is None and self._backward_site is not None:
+            where, library = self._backward_site  # autograd's device threads: no Python frame of the step
+        self._events.append((kind, op, where, library, backward, host))
+
+    def _copied(self, t) -> bool:
+        """Whether ``t`` came from a copy to the host recorded already on the
+        same line (reading it, as ``x.cpu().numpy()`` does, waits for nothing
+        more; on a CPU run, ``x.cpu()`` is ``x`` itself, whose later reads
+        stand for a device tensor's again)."""
+        copy = self._copies.get(id(t))
+        return copy is not None and copy[0]() is t and copy[1] == _caller_line()
 
     def _report_events(self) -> None:
         """The block's events into the report. A CPU run stands for a device
@@ -684,6 +746,8 @@ class find_syncs:
         self._lifted = False
         self._device_seen = False
         self._events = []
+        self._copies = {}
+        self._backward_site = None
         self._modes = [_Operators(self), _Functions(self)]
         for m in self._modes:
             m.__enter__()

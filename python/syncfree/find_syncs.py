@@ -16,7 +16,8 @@ SGD step) or, with ``--eval``, inference under ``torch.no_grad()``.
 detectors). ``MODULE:FUNCTION``: a function of yours, called without
 arguments (it makes its own inputs). Each is run ``--warmup`` times first
 (lazy initialization, optimizer state), then once under the finder. The
-exit status is 1 with ``--fail`` when anything was found, 2 on bad usage.
+exit status is 1 with ``--fail`` when anything was found, 2 on bad usage,
+3 when the step raised.
 
 The context manager itself is ``syncfree.find_syncs``; docs/find_syncs.md is
 the guide.
@@ -26,6 +27,7 @@ import contextlib
 import importlib
 import json
 import sys
+import traceback
 import types
 import warnings
 
@@ -33,6 +35,10 @@ import torch
 
 from ._finder import KINDS, find_graph_breaks
 from ._finder import find_syncs as _find_syncs
+
+class UsageError(ValueError):
+    """A bad command line: exit 2 with the message."""
+
 
 # torchvision's detectors: builder -> what its targets carry (and whether make_static takes it).
 TWO_STAGE = {
@@ -87,7 +93,7 @@ def torchvision_step(name, *, variant="torchvision", train=True, images=2, size=
     detector (``variant``: torchvision, patch or static), and the parts whose
     graph breaks are counted: {name: (function, whether it runs backward)}."""
     if variant == "static" and name not in TWO_STAGE:
-        raise ValueError(f"syncfree.find_syncs: --static takes the two-stage detectors "
+        raise UsageError(f"--static takes the two-stage detectors "
                          f"({', '.join(TWO_STAGE)}), got {name!r}")
     torch.manual_seed(0)
     model = build_model(name, size)
@@ -131,17 +137,17 @@ def user_function(spec):
     """``module:function`` (the function may be a dotted attribute) -> the function."""
     module, sep, attr = spec.partition(":")
     if not sep or not module or not attr:
-        raise ValueError(f"syncfree.find_syncs: expected MODULE:FUNCTION, got {spec!r}")
+        raise UsageError(f"expected MODULE:FUNCTION, got {spec!r}")
     try:
         obj = importlib.import_module(module)
     except ImportError as e:
-        raise ValueError(f"syncfree.find_syncs: cannot import {module!r} of {spec!r}: {e}") from e
+        raise UsageError(f"cannot import {module!r} of {spec!r}: {e}") from e
     for part in attr.split("."):
         if not hasattr(obj, part):
-            raise ValueError(f"syncfree.find_syncs: {module!r} has no {attr!r} ({spec!r})")
+            raise UsageError(f"{module!r} has no {attr!r} ({spec!r})")
         obj = getattr(obj, part)
     if not callable(obj):
-        raise ValueError(f"syncfree.find_syncs: {spec} is not callable ({type(obj).__name__})")
+        raise UsageError(f"{spec} is not callable ({type(obj).__name__})")
     return obj
 
 
@@ -169,8 +175,14 @@ def main(argv=None):
         p.error("give either MODULE:FUNCTION or --torchvision MODEL")
     if args.function is not None and (args.patch or args.static or args.eval):
         p.error("--patch, --static and --eval go with --torchvision")
-    if args.warmup < 0 or args.images < 1 or args.size < 32:
-        p.error("--warmup must be >= 0, --images >= 1, --size >= 32")
+    for name, least in (("warmup", 0), ("images", 1), ("size", 32)):
+        if getattr(args, name) < least:
+            p.error(f"--{name} must be at least {least}, got {getattr(args, name)}")
+    if args.json:  # before the run: a path that cannot be written fails now, not after it
+        try:
+            open(args.json, "a").close()
+        except OSError as e:
+            p.error(f"--json {args.json}: cannot write it: {e.strerror}")
     try:
         if args.torchvision:
             variant = "static" if args.static else "patch" if args.patch else "torchvision"
@@ -182,13 +194,17 @@ def main(argv=None):
             step = user_function(args.function)
             parts = {"function": (step, False)}
             what = args.function
-    except ValueError as e:
+    except UsageError as e:
         p.error(str(e))
-    for _ in range(args.warmup):
-        step()
-    finder = _find_syncs(ignore=args.ignore)
-    with finder as report:
-        step()
+    try:
+        for _ in range(args.warmup):
+            step()
+        with _find_syncs(ignore=args.ignore) as report:
+            step()
+    except Exception:  # the step's own error: exit 3, told apart from usage (2) and findings (1)
+        traceback.print_exc()
+        print(f"syncfree.find_syncs: the step raised (above); nothing to report", file=sys.stderr)
+        return 3
     print(f"{what}, torch {torch.__version__}:")
     print(report)
     out = {"step": what, "torch": torch.__version__, "syncs": report.to_dict()}
@@ -199,7 +215,8 @@ def main(argv=None):
             warnings.simplefilter("ignore")
             for part, (fn, backward) in parts.items():
                 if backward and not hasattr(torch._dynamo.config, "trace_autograd_ops"):
-                    print(f"graph breaks of the {part}: this torch cannot trace backward")
+                    print(f"graph breaks of the {part}: not counted, this torch cannot trace backward")
+                    out["graph_breaks"][part] = None
                     continue
                 ctx = (torch._dynamo.config.patch(trace_autograd_ops=True) if backward
                        else contextlib.nullcontext())

@@ -513,6 +513,10 @@ def step():
     return x[x > 2]  # the planted sync
 
 
+def boom():
+    raise RuntimeError("the step's own error")
+
+
 def branch():
     x = torch.ones(3)
     if x.sum() > 0:
@@ -642,3 +646,78 @@ def test_printing_a_tensor_is_a_copy_to_the_host():
         f"{x.sum():.2f}"
     assert report.counts() == {"to_host": 3}, str(report)
     assert {e.op for e in report.entries} == {"print / repr(tensor)", "f-string of a tensor"}, str(report)
+
+
+def test_what_does_not_wait_on_a_gpu_is_not_reported():
+    """The false positives a CPU run could show: Adam's step counters (host
+    tensors, read with .item() by torch.optim), non-blocking copies to the
+    host, a copy's value read on the same line (x.cpu().numpy(): one copy),
+    a Python scalar assigned through a mask."""
+    model = torch.nn.Linear(4, 2)
+    opt = torch.optim.AdamW(model.parameters(), foreach=True)
+
+    def train_step():
+        model(torch.rand(3, 4)).sum().backward()
+        opt.step()
+
+    train_step()  # the optimizer's state
+    x = torch.rand(8)
+    with syncfree.find_syncs() as report:
+        train_step()
+        x.to("cpu", non_blocking=True)
+        x.detach().cpu().numpy()  # sync: one
+        x.sum().cpu().item()  # sync: one
+        x.cpu().tolist()  # sync: one
+        y = x.clone()
+        y[x > 0.5] = 0.25
+    assert report.counts() == {"to_host": 3}, str(report)
+    me = inspect.getsourcelines(test_what_does_not_wait_on_a_gpu_is_not_reported)
+    lines = [me[1] + i for i, line in enumerate(me[0]) if line.rstrip().endswith("# sync: one")]
+    assert sorted(e.where.line for e in report.entries) == lines
+
+
+def test_linalg_checks_allclose_and_list_indices_are_found():
+    """linalg's error checks and torch.allclose read the device on the host; a
+    Python list used as an index becomes a tensor copied to the device (a
+    boolean list as well, whose assigned one-element tensor then takes the
+    nonzero path: the list is not the assigned value)."""
+    x = torch.rand(8)
+    with syncfree.find_syncs() as report:
+        torch.linalg.inv(torch.eye(3) * 2)
+        torch.allclose(x, x)
+        torch.linalg.inv_ex(torch.eye(3) * 2)  # the info stays a tensor: no sync
+        x[[0, 2]]
+        y = x.clone()
+        y[[True, False] * 4] = torch.ones(1)
+    assert report.counts() == {"linalg_check": 1, "equal": 1, "from_python": 2, "mask_assign": 1}, str(report)
+
+
+def test_generated_code_is_not_the_users():
+    """Code that torch.fx generated is no user code: the sync inside is
+    attributed to the line that called the traced module."""
+    traced = torch.fx.symbolic_trace(lambda t: t[t > 0.5])
+    line = inspect.currentframe().f_lineno + 2
+    with syncfree.find_syncs() as report:
+        traced(torch.rand(8))
+    (entry,) = report.entries
+    assert entry.kind == "mask_index" and entry.where.line == line, str(report)
+
+
+def test_misuses_name_the_argument():
+    with pytest.raises(TypeError, match=r"syncfree.find_syncs: decorate with @syncfree.find_syncs\(\)"):
+        syncfree.find_syncs(lambda: None)
+    with pytest.raises(TypeError, match="syncfree.find_syncs: ignore must be a kind or a sequence of kinds, got int"):
+        syncfree.find_syncs(ignore=3)
+    with pytest.raises(TypeError, match="only must be"):
+        syncfree.find_syncs().report.filter(only=3)
+
+
+def test_command_line_step_errors_and_unwritable_json(step_module, tmp_path, capsys):
+    """A step that raises exits 3 (not 1, which --fail gives for findings); a
+    --json path that cannot be written is a usage error before the run."""
+    assert command_line(["fs_cli_step:boom", "--fail"]) == 3
+    assert "the step's own error" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as info:
+        command_line(["fs_cli_step:step", "--json", str(tmp_path / "no" / "such" / "dir.json")])
+    assert info.value.code == 2
+    assert not (step_module / "calls.txt").exists()
