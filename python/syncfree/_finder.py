@@ -183,6 +183,8 @@ _CALLS = {
 _HOST_CALLS = {"tolist": "tolist", "numpy": "numpy", "__array__": "numpy", "cpu": "to_host",
                "__repr__": "to_host", "__format__": "to_host"}
 _FROM_DATA = {"tensor", "as_tensor", "asarray"}
+# The calls the function mode looks at (the others it only names).
+_WATCHED_CALLS = frozenset(_HOST_CALLS) | _FROM_DATA | {"to", "one_hot", "backward", "grad", "__setitem__"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -490,6 +492,25 @@ def _masked_fill_path(args, kwargs, indices, lifted) -> bool:
     return self.device.type != "cpu" or lifted
 
 
+class _MaySync:
+    """Whether an operator can sync or give a data-dependent shape for some
+    arguments (``_classify`` then looks at them): by name, cached per
+    operator."""
+
+    def __init__(self):
+        self._known = {}
+
+    def __contains__(self, func) -> bool:
+        known = self._known.get(func)
+        if known is None:
+            name = func.overloadpacket.__name__
+            known = self._known[func] = name in _OPS or name in _MAYBE
+        return known
+
+
+_MAY_SYNC = _MaySync()
+
+
 def _classify(func, args, kwargs, lifted=False) -> Optional[str]:
     name = func.overloadpacket.__name__
     kind = _OPS.get(name)
@@ -543,7 +564,7 @@ def _on_host(args) -> bool:
     (or on the meta device: no data anywhere)."""
     for a in args:
         if isinstance(a, torch.Tensor):
-            if a.device.type not in ("cpu", "meta"):
+            if not (a.is_cpu or a.is_meta):
                 return False
         elif isinstance(a, (list, tuple)) and not _on_host(a):
             return False
@@ -592,6 +613,12 @@ class _Functions(TorchFunctionMode):
         kwargs = kwargs or {}
         finder = self.finder
         name = getattr(func, "__name__", "")
+        if name not in _WATCHED_CALLS:  # most calls: only named for the operators below them
+            finder._calls.append(name)
+            try:
+                return func(*args, **kwargs)
+            finally:
+                finder._calls.pop()
         kind = _HOST_CALLS.get(name)
         host = _on_host(args[:1])
         if kind is None and name == "to" and _to_host_target(args, kwargs):
@@ -639,6 +666,8 @@ class _Operators(TorchDispatchMode):
         finder = self.finder
         if not finder._device_seen and (not _on_host(args) or _is_device(kwargs.get("device"))):
             finder._device_seen = True
+        if func not in _MAY_SYNC and not (finder._calls and finder._calls[-1] in ("__setitem__", "__getitem__")):
+            return func(*args, **kwargs)  # most operators: nothing to look at
         if not finder._suppress:
             if finder._calls and finder._calls[-1] in ("__setitem__", "__getitem__") and \
                     func.overloadpacket.__name__ == "lift_fresh":

@@ -26,10 +26,13 @@ def training_step(model, images, targets):
 
 
 def profiler_counts(step):
-    """What the profiler records of one call of ``step`` (an independent count):
-    ``nonzero`` at every depth; ``_local_scalar_dense`` outside ``index_put_``
-    (whose masked_fill path reads a host scalar, not device data); ``randperm``
-    and torchvision's ``nms`` at the top (an operator's overloads nest)."""
+    """What the profiler records of one call of ``step``, counted apart from
+    the finder's modes: ``nonzero`` at every depth (boolean-mask indexing and
+    assignment call it inside); ``randperm`` and torchvision's ``nms`` at the
+    top (an operator's overloads nest); ``_local_scalar_dense`` outside
+    ``index_put_``. That last rule is the one the finder shares: index_put_'s
+    masked_fill path reads a host scalar, which waits for no device (the
+    finder tests that rule on its own in tests/python/tooling)."""
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU]) as prof:
