@@ -450,7 +450,7 @@ def _caller_line():
     frame = sys._getframe(1)
     while frame is not None:
         filename = frame.f_code.co_filename
-        if _place(filename, "")[0] != "skip":
+        if _place(filename, "")[0] != "skip":  # (the place only: no working directory to show paths from)
             return filename, frame.f_lineno
         frame = frame.f_back
     return None
@@ -483,13 +483,13 @@ def _masked_fill_path(args, kwargs, indices, lifted) -> bool:
     value is read on the host without waiting for the device. Python's
     ``x[mask] = 0.5`` makes that value on the host for a GPU ``x``; on a CPU
     run, ``lifted`` says the value came from Python here."""
-    self, value = args[0], args[2] if len(args) > 2 else kwargs.get("values")
+    target, value = args[0], args[2] if len(args) > 2 else kwargs.get("values")
     accumulate = args[3] if len(args) > 3 else kwargs.get("accumulate", False)
     if accumulate or len(indices) != 1 or not isinstance(value, torch.Tensor) or value.numel() != 1:
         return False
     if value.device.type != "cpu":
         return False
-    return self.device.type != "cpu" or lifted
+    return target.device.type != "cpu" or lifted
 
 
 class _MaySync:
