@@ -721,3 +721,22 @@ def test_command_line_step_errors_and_unwritable_json(step_module, tmp_path, cap
         command_line(["fs_cli_step:step", "--json", str(tmp_path / "no" / "such" / "dir.json")])
     assert info.value.code == 2
     assert not (step_module / "calls.txt").exists()
+
+
+@pytest.mark.slow
+def test_overhead_benchmark_runs_and_finds_nothing(tv, tmp_path):
+    """bench/find_syncs_bench.py end to end on a tiny configuration: both
+    timed steps ran under the finder and it found nothing (exit status 0),
+    the JSON has the medians and the per-operator cost."""
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "..", "bench", "find_syncs_bench.py")
+    spec = importlib.util.spec_from_file_location("find_syncs_bench", path)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "overhead.json"
+    assert bench.main(["--size", "64", "--images", "1", "--ops", "50", "--steps", "1", "--warmup", "0",
+                       "--json", str(out)]) == 0
+    d = json.loads(out.read_text())
+    assert d["found"] == 0 and d["rounds"] == 1
+    assert set(d["median_ms"]) == {"ops", "ops under find_syncs", "step", "step under find_syncs"}
