@@ -108,12 +108,13 @@ def test_command_line_on_a_torchvision_detector(tv, tmp_path):
     has the syncs of the docs' table (--fail: exit 1), make_static's none (exit 0)."""
     name = "fasterrcnn_mobilenet_v3_large_fpn"
     out = tmp_path / "tv.json"
-    run = command_line("--torchvision", name, "--json", str(out), "--fail")
+    small = ("--size", "64", "--warmup", "0")
+    run = command_line("--torchvision", name, *small, "--json", str(out), "--fail")
     assert run.returncode == 1, run.stdout + run.stderr
     counts = json.loads(out.read_text())["syncs"]["counts"]
-    assert counts["nonzero"] >= 20 and counts["randperm"] == 8 and counts["item"] >= 2, counts
+    assert counts["nonzero"] >= 10 and counts["randperm"] == 8 and counts["item"] >= 2, counts
     assert "BalancedPositiveNegativeSampler.__call__" in run.stdout
-    run = command_line("--torchvision", name, "--static", "--json", str(out), "--fail")
+    run = command_line("--torchvision", name, "--static", *small, "--json", str(out), "--fail")
     assert run.returncode == 0, run.stdout + run.stderr
     assert json.loads(out.read_text())["syncs"]["total"] == 0
     assert "no host syncs" in run.stdout
