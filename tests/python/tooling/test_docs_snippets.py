@@ -23,6 +23,8 @@ heading of the page it names (as GitHub makes anchors from headings).
 import glob
 import os
 import re
+import sys
+import types
 import warnings
 
 import pytest
@@ -164,10 +166,15 @@ def test_snippet_runs(code, skip_reason):
         with warnings.catch_warnings():
             # TorchScript is deprecated upstream; the docs say so.
             warnings.filterwarnings("ignore", message=r"`torch\.jit\.script` is deprecated")
-            exec(compile(code, "<snippet>", "exec"), {"__name__": "__snippet__"})
+            # In a module of its own, as a reader's script is (torch.compile
+            # looks a compiled function's module up in sys.modules).
+            module = types.ModuleType("__snippet__")
+            sys.modules["__snippet__"] = module
+            exec(compile(code, "<snippet>", "exec"), module.__dict__)
     except ModuleNotFoundError as e:
         if e.name == "torchvision" and os.environ.get("SYNCFREE_EXPECT_TORCHVISION") != "1":
             pytest.skip("needs torchvision, which this torch is not paired with")
         raise
     finally:
+        sys.modules.pop("__snippet__", None)
         _cleanup()
