@@ -179,10 +179,10 @@ _CALLS = {
     "to_host": {"cpu": "Tensor.cpu()", "to": "Tensor.to('cpu')", "__repr__": "print / repr(tensor)",
                 "__format__": "f-string of a tensor"},
 }
-# Function-mode calls recorded there (the operators they run are not recorded again).
-_HOST_CALLS = {"tolist": "tolist", "numpy": "numpy", "__array__": "numpy", "cpu": "to_host",
-               "__repr__": "to_host", "__format__": "to_host"}
-_FROM_DATA = {"tensor", "as_tensor", "asarray"}
+# Function-mode calls recorded there, name -> kind (the operators they run are not recorded
+# again): every call named for these kinds above, but .to(), a copy to the host only for some arguments.
+_HOST_CALLS = {name: kind for kind in ("tolist", "numpy", "to_host") for name in _CALLS[kind] if name != "to"}
+_FROM_DATA = frozenset(_CALLS["from_python"])
 # The calls the function mode looks at (the others it only names).
 _WATCHED_CALLS = frozenset(_HOST_CALLS) | _FROM_DATA | {"to", "one_hot", "backward", "grad", "__setitem__"}
 
@@ -714,14 +714,18 @@ class find_syncs:
         ignore = _kinds(ignore, "ignore")
         self.ignore = frozenset(ignore)
         self.report = Report()
-        self._suppress = 0
-        self._calls: List[str] = []
-        self._lifted = False
+        self._modes: List[Any] = []
+        self._start()
+
+    def _start(self) -> None:
+        """The state of one inspected block."""
+        self._suppress = 0  # > 0: inside a call recorded by the function mode
+        self._calls: List[str] = []  # the function mode's calls, innermost last
+        self._lifted = False  # the value of the x[...] = v being run is a Python scalar
         self._device_seen = False  # a tensor on a device (or made there) went through the step
         self._events: List[tuple] = []
         self._copies: Dict[int, Any] = {}  # id -> (weakref, line) of the tensors a recorded copy made
         self._backward_site = None  # (where, library) of the last .backward() / autograd.grad call
-        self._modes: List[Any] = []
 
     def _op_name(self, kind: str, func) -> str:
         call = self._calls[-1] if self._calls else None
@@ -770,13 +774,7 @@ class find_syncs:
     def __enter__(self) -> Report:
         if self._modes:
             raise RuntimeError("syncfree.find_syncs: this finder is already active; make one per `with`")
-        self._suppress = 0
-        self._calls = []
-        self._lifted = False
-        self._device_seen = False
-        self._events = []
-        self._copies = {}
-        self._backward_site = None
+        self._start()
         self._modes = [_Operators(self), _Functions(self)]
         for m in self._modes:
             m.__enter__()
