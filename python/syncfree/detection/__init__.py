@@ -1,5 +1,6 @@
-"""Static-shape detection: torchvision's Faster R-CNN, Mask R-CNN and Keypoint
-R-CNN with a training and inference step of fixed shapes (one graph under
+"""Static-shape detection: torchvision's Faster R-CNN, Mask R-CNN, Keypoint
+R-CNN, RetinaNet, FCOS, SSD and SSDlite with a training and inference step
+of fixed shapes (one graph under
 ``torch.compile``, no host-device synchronization), equal to torchvision's
 on the valid part.
 
@@ -20,12 +21,19 @@ The modules are named after torchvision's, to be read beside them:
 - ``transform``: resizing into a canvas (:class:`StaticCollate`), target
   padding, normalization, the output at the original sizes and as
   torchvision's (``detection.transform``);
-- ``generalized_rcnn``: the model and :func:`make_static`
-  (``detection.generalized_rcnn``).
+- ``generalized_rcnn``: the two-stage model (``detection.generalized_rcnn``);
+- ``retinanet``, ``fcos``, ``ssd``: the one-stage models, their matching,
+  losses and post-processing (``detection.retinanet``, ``.fcos``, ``.ssd``);
+- ``static``: what the static models share, and :func:`make_static`.
 
 docs/detection.md is the guide.
 """
-from .generalized_rcnn import StaticRCNN, make_static
+from .fcos import StaticFCOS
+from .generalized_rcnn import StaticRCNN
+from .retinanet import StaticRetinaNet
+from .ssd import StaticSSD
+from .static import make_static
 from .transform import StaticCollate, pad_targets, postprocess, to_torchvision
 
-__all__ = ["make_static", "pad_targets", "to_torchvision", "StaticRCNN", "StaticCollate", "postprocess"]
+__all__ = ["make_static", "pad_targets", "to_torchvision", "StaticRCNN", "StaticRetinaNet", "StaticFCOS", "StaticSSD",
+           "StaticCollate", "postprocess"]

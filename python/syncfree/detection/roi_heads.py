@@ -14,7 +14,7 @@ from torch import Tensor, nn
 
 from . import matching
 from ._names import STATIC_MODEL as _STATIC_MODEL
-from .boxes import box_iou, clip_boxes, decode, encode, gather_rows
+from .boxes import box_iou, clip_boxes, decode, encode, gather_rows, nms_rows
 from .poolers import roi_pool
 from .transform import zero_outside
 
@@ -439,8 +439,6 @@ def per_class_nms(boxes: Tensor, scores: Tensor, valid: Tensor, classes: int, io
     with a suppression mask per class (``classes * P^2 / 8`` bytes per image
     on CUDA instead of ``(classes * P)^2 / 8``: 11 MB instead of 1 GB for
     1000 proposals and 90 classes)."""
-    from ..ops import nms
-
     b, n = scores.shape
     if classes == 0 or n == 0:  # no candidates (no proposals, or a model without object classes)
         none = torch.full((b, slots), -1, dtype=torch.int64, device=scores.device)
@@ -448,19 +446,10 @@ def per_class_nms(boxes: Tensor, scores: Tensor, valid: Tensor, classes: int, io
     p = n // classes
     by_class = (boxes.reshape(b, p, classes, 4).transpose(1, 2), scores.reshape(b, p, classes).transpose(1, 2),
                 valid.reshape(b, p, classes).transpose(1, 2))
-    kept, ok = nms(by_class[0], by_class[1], iou_threshold, slots, valid=by_class[2])  # [B, classes, slots]
-    cls = torch.arange(classes, device=kept.device).view(1, classes, 1)
-    index = torch.where(ok, kept * classes + cls, torch.full_like(kept, n)).reshape(b, classes * slots)
-    score = torch.where(ok.reshape(b, classes * slots), scores.gather(1, index.clamp(max=n - 1)),
-                        torch.full_like(index, float("-inf"), dtype=scores.dtype))
-    # Rank: score descending, then the lower candidate index (a stable sort by
-    # score of the candidates sorted by index); invalid slots last.
-    index, order = index.sort(dim=1)
-    score = score.gather(1, order)
-    _, by_score = score.sort(dim=1, descending=True, stable=True)
-    index = index.gather(1, by_score)[:, :slots]
-    merged_ok = index < n
-    return torch.where(merged_ok, index, torch.full_like(index, -1)), merged_ok
+    # Candidate p * classes + c is row c's p-th.
+    candidate = (torch.arange(p, device=scores.device) * classes)[None, :] + torch.arange(
+        classes, device=scores.device)[:, None]
+    return nms_rows(*by_class, candidate, n, iou_threshold, slots)
 
 
 def postprocess_detections(heads, class_logits: Tensor, box_regression: Tensor, proposals: Tensor,

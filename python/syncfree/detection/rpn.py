@@ -10,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import matching
+from . import matching, static
 from .boxes import box_iou, clip_boxes, decode, encode, gather_rows
 
 
@@ -18,10 +18,7 @@ def anchors(rpn, images: Tensor, feature_list: List[Tensor], image_size: Tuple[i
     """The anchors of one image of ``image_size``: ``[A, 4]``, the same for
     every image of the batch (torchvision's ``anchor_generator`` gives each
     image the anchors of the padded batch)."""
-    from torchvision.models.detection.image_list import ImageList
-
-    image_list = ImageList(images[:1], [image_size])
-    return rpn.anchor_generator(image_list, feature_list)[0]
+    return static.anchors(rpn.anchor_generator, images, feature_list, image_size)
 
 
 def filter_proposals(rpn, proposals: Tensor, objectness: Tensor, num_per_level: List[int],

@@ -202,7 +202,8 @@ def test_make_static_errors(tv):
     model = tiny_model("faster")
     cases = [
         ((nn.Linear(2, 2), (H, W), G), TypeError,
-         MAKE + "model must be a torchvision FasterRCNN, MaskRCNN or KeypointRCNN"),
+         MAKE + "model must be a torchvision FasterRCNN, MaskRCNN, KeypointRCNN, RetinaNet, FCOS or SSD, "
+                "got Linear"),
         ((model, (100, 128), G), ValueError, MAKE + "image_size must be positive multiples of 32"),
         ((model, 128, G), TypeError, MAKE + "image_size must be a pair of ints"),
         ((model, (H, W), 0), ValueError, MAKE + "max_boxes must be >= 1, got 0"),

@@ -1,0 +1,165 @@
+"""torchvision's SSD (``torchvision.models.detection.ssd``: SSD300 and, with
+its own backbone and head, SSDlite) with a static step: :class:`StaticSSD`.
+
+- Default boxes: torchvision's ``DefaultBoxGenerator`` grid, scaled to the
+  canvas with Python numbers (its ``forward`` makes a tensor from a Python
+  list on the device at every call).
+- Matching: torchvision's ``SSDMatcher`` with padded ground truth: the
+  ``Matcher`` (one threshold), then each ground-truth box's best default box
+  forced to it (of two boxes with the same best default box, the later one,
+  as torchvision's CPU indexing leaves it).
+- Losses: smooth L1 over the foreground and the cross-entropy with hard
+  negative mining (``neg_to_pos_ratio`` negatives per positive per image)
+  as sorts and masks, the same operations as torchvision's, divided by the
+  batch's number of foreground boxes as a tensor clamped at 1.
+- Detection: per class, the score threshold as a mask and
+  ``min(topk_candidates, default boxes)`` candidates, NMS per class merged by
+  rank into ``detections_per_img`` slots (:func:`~.boxes.nms_rows`).
+"""
+from typing import Dict, List, Optional, Tuple
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from . import matching
+from ._names import STATIC_SSD as _STATIC_SSD
+from .boxes import box_iou, clip_boxes, decode, encode, gather_rows, nms_rows
+from .static import StaticDetector
+
+
+def default_boxes(generator, feature_list: List[Tensor], image_size: Tuple[int, int]) -> Tensor:
+    """torchvision's ``DefaultBoxGenerator.forward`` for one image of the
+    canvas ``image_size``: ``[A, 4]`` (x1, y1, x2, y2). The grid is
+    torchvision's own (``_grid_default_boxes``, computed on the host as
+    torchvision computes it) and is copied to the device without blocking;
+    the scaling multiplies by the canvas's width and height as Python
+    numbers, which is what torchvision's product with an integer tensor
+    computes."""
+    grid_sizes = [f.shape[-2:] for f in feature_list]
+    dtype, device = feature_list[0].dtype, feature_list[0].device
+    grid = generator._grid_default_boxes(grid_sizes, list(image_size), dtype=dtype).to(device, non_blocking=True)
+    height, width = float(image_size[0]), float(image_size[1])
+    low = grid[:, :2] - 0.5 * grid[:, 2:]
+    high = grid[:, :2] + 0.5 * grid[:, 2:]
+    return torch.stack((low[:, 0] * width, low[:, 1] * height, high[:, 0] * width, high[:, 1] * height), dim=1)
+
+
+def match(matcher, anchors_one: Tensor, targets: Dict[str, Tensor]) -> Tensor:
+    """torchvision's ``SSDMatcher`` on each image's ground truth and default
+    boxes: ``[B, A]`` ground-truth indices, -1 background."""
+    from torchvision.models.detection._utils import SSDMatcher
+
+    gt_boxes = targets["boxes"]
+    gt_valid = targets["labels"] >= 0
+    iou = box_iou(gt_boxes, anchors_one.to(gt_boxes.dtype))  # [B, G, A]
+    matches = matching.match(iou, gt_valid, matcher)
+    if not isinstance(matcher, SSDMatcher):
+        return matches
+    b, g, a = iou.shape
+    # Each ground-truth box's best default box is its match: torchvision's
+    # matches[best] = arange(G), where a later box overwrites an earlier one
+    # (scatter_reduce's amax keeps the later one on every device).
+    best = iou.max(dim=2).indices  # [B, G]
+    target = torch.where(gt_valid, best, torch.full_like(best, a))  # padding: a column of its own
+    boxes = torch.arange(g, device=iou.device).expand(b, g)
+    forced = torch.full((b, a + 1), -1, dtype=torch.int64, device=iou.device).scatter_reduce(
+        1, target, boxes, reduce="amax")[:, :a]
+    return torch.where(forced >= 0, forced, matches)
+
+
+def losses(model, targets: Dict[str, Tensor], head_outputs: Dict[str, Tensor], anchors_one: Tensor) -> Dict[str, Tensor]:
+    """torchvision's ``SSD.compute_loss``: ``{"bbox_regression",
+    "classification"}``."""
+    regression, cls_logits = head_outputs["bbox_regression"], head_outputs["cls_logits"]
+    b, a = regression.shape[:2]
+    matches = match(model.proposal_matcher, anchors_one, targets)
+    foreground = matches >= 0
+    index = matches.clamp(min=0)
+    num_foreground = foreground.sum().clamp(min=1)  # torchvision's max(1, num_foreground)
+
+    # Regression: the foreground (the others get their own default box as
+    # target: a finite loss and gradient under the mask).
+    anchors_b = anchors_one.expand(b, a, 4)
+    matched = torch.where(foreground[..., None], gather_rows(targets["boxes"], index), anchors_b)
+    target = encode(model.box_coder, matched.reshape(-1, 4), anchors_b.reshape(-1, 4)).view(b, a, 4)
+    box = F.smooth_l1_loss(regression, target, reduction="none")
+    bbox_loss = torch.where(foreground[..., None], box, torch.zeros_like(box)).sum()
+
+    # Classification with hard negative mining, torchvision's operations.
+    cls_targets = torch.where(foreground, targets["labels"].gather(1, index), torch.zeros_like(index))
+    num_classes = cls_logits.size(-1)
+    cls_loss = F.cross_entropy(cls_logits.view(-1, num_classes), cls_targets.view(-1),
+                               reduction="none").view(cls_targets.size())
+    foreground_idxs = cls_targets > 0
+    num_negative = model.neg_to_pos_ratio * foreground_idxs.sum(1, keepdim=True)
+    negative_loss = cls_loss.detach().masked_fill(foreground_idxs, -float("inf"))
+    _, idx = negative_loss.sort(1, descending=True)
+    background_idxs = idx.sort(1)[1] < num_negative
+    zero = torch.zeros_like(cls_loss)
+    classification = (torch.where(foreground_idxs, cls_loss, zero).sum()
+                      + torch.where(background_idxs, cls_loss, zero).sum())
+    return {"bbox_regression": bbox_loss / num_foreground, "classification": classification / num_foreground}
+
+
+def postprocess_detections(model, head_outputs: Dict[str, Tensor], anchors_one: Tensor,
+                           image_size: Tuple[int, int], image_sizes: Optional[Tensor]) -> Dict[str, Tensor]:
+    """torchvision's ``SSD.postprocess_detections``: ``boxes [B, D, 4]``,
+    ``scores``, ``labels``, ``valid [B, D]``, D = ``detections_per_img``."""
+    regression = head_outputs["bbox_regression"]
+    b, a = regression.shape[:2]
+    pred_scores = F.softmax(head_outputs["cls_logits"], dim=-1)
+    num_classes = pred_scores.size(-1)
+    boxes = decode(model.box_coder, regression.reshape(-1, 4), anchors_one.expand(b, a, 4).reshape(-1, 4))
+    boxes = clip_boxes(boxes.view(b, a, 4), image_size, image_sizes)
+    # Per class (1 to C - 1, class-major as torchvision's concatenation):
+    # the scores above the threshold, their best topk_candidates.
+    scores = pred_scores[..., 1:].transpose(1, 2)  # [B, C - 1, A]
+    scores = torch.where(scores > model.score_thresh, scores, torch.full_like(scores, float("-inf")))
+    k = min(int(model.topk_candidates), a)
+    score, idx = scores.topk(k, dim=2)  # [B, C - 1, k]
+    valid = score > model.score_thresh
+    candidate_boxes = gather_rows(boxes, idx.reshape(b, -1)).view(b, num_classes - 1, k, 4)
+    n = (num_classes - 1) * k
+    candidate = torch.arange(n, device=idx.device).view(num_classes - 1, k)  # class-major
+    slots = int(model.detections_per_img)
+    kept, ok = nms_rows(candidate_boxes, score, valid, candidate, n, float(model.nms_thresh), slots)
+    index = kept.clamp(min=0)
+    labels = torch.div(index, k, rounding_mode="floor") + 1
+    out_boxes = gather_rows(candidate_boxes.reshape(b, n, 4), index)
+    return {"boxes": torch.where(ok[..., None], out_boxes, torch.zeros_like(out_boxes)),
+            "scores": torch.where(ok, score.reshape(b, n).gather(1, index), torch.zeros_like(ok, dtype=score.dtype)),
+            "labels": torch.where(ok, labels, torch.zeros_like(labels)),
+            "valid": ok}
+
+
+class StaticSSD(StaticDetector):
+    """A torchvision ``SSD`` (``ssd300_vgg16``, ``ssdlite320_mobilenet_v3_large``,
+    or any backbone and head) with a static-shape step: see
+    :func:`make_static`. Its canvas is the transform's ``fixed_size`` (SSD
+    resizes every image to it).
+
+    Training: ``model(images, padded_targets)`` returns torchvision's
+    ``{"bbox_regression", "classification"}``. Eval: ``model(images)``
+    returns ``boxes [B, D, 4]``, ``scores [B, D]``, ``labels [B, D]``,
+    ``valid [B, D]``, D = ``detections_per_img`` (invalid slots zeros)."""
+
+    _name = _STATIC_SSD
+    _submodules = ("transform", "backbone", "anchor_generator", "head")
+
+    def forward(self, images: Tensor, targets: Optional[Dict[str, Tensor]] = None, *,
+                image_sizes: Optional[Tensor] = None) -> Dict[str, Tensor]:
+        """``image_sizes [B, 2]`` (int64, on the images' device): each image's
+        (height, width) in the canvas, for the clipping of the detections
+        (torchvision's SSD resizes every image to the canvas: omit it)."""
+        self._check_modes()
+        self._check_inputs(images, targets, image_sizes)
+        _, features = self._features(images, image_sizes)
+        feature_list = list(features.values())
+        head_outputs = self.head(feature_list)
+        anchors_one = default_boxes(self.anchor_generator, feature_list, self.image_size)
+        model = self.torchvision_model
+        if self.training:
+            assert targets is not None
+            return losses(model, targets, head_outputs, anchors_one)
+        return postprocess_detections(model, head_outputs, anchors_one, self.image_size, image_sizes)
