@@ -130,10 +130,11 @@ def nms_rows(boxes: Tensor, scores: Tensor, valid: Tensor, candidate: Tensor, n:
         return none, none >= 0
     kept, ok = nms(boxes, scores, iou_threshold, slots, valid=valid)  # [B, R, slots]
     flat = candidate.to(kept.device).expand(b, -1, -1).gather(2, kept.clamp(min=0))
-    index = torch.where(ok, flat, torch.full_like(flat, n)).reshape(b, -1)
+    merged = rows * kept.shape[2]
+    index = torch.where(ok, flat, torch.full_like(flat, n)).reshape(b, merged)
     # The score of each kept candidate, by its row and slot.
-    row_scores = scores.gather(2, kept.clamp(min=0)).reshape(b, -1)
-    score = torch.where(ok.reshape(b, -1), row_scores, torch.full_like(row_scores, float("-inf")))
+    row_scores = scores.gather(2, kept.clamp(min=0)).reshape(b, merged)
+    score = torch.where(ok.reshape(b, merged), row_scores, torch.full_like(row_scores, float("-inf")))
     # Rank: score descending, then the lower flat index (a stable sort by
     # score of the candidates sorted by index); invalid slots last.
     index, order = index.sort(dim=1)
