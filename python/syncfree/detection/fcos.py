@@ -122,6 +122,9 @@ class StaticFCOS(StaticDetector):
 
     _name = _STATIC_FCOS
     _submodules = ("transform", "backbone", "anchor_generator", "head")
+    _torchvision_methods = (("", "torchvision.models.detection.fcos.FCOS", "compute_loss"),
+                            ("", "torchvision.models.detection.fcos.FCOS", "postprocess_detections"),
+                            ("head", "torchvision.models.detection.fcos.FCOSHead", "compute_loss"))
 
     def forward(self, images: Tensor, targets: Optional[Dict[str, Tensor]] = None, *,
                 image_sizes: Optional[Tensor] = None) -> Dict[str, Tensor]:

@@ -169,6 +169,13 @@ class StaticRetinaNet(StaticDetector):
 
     _name = _STATIC_RETINANET
     _submodules = ("transform", "backbone", "anchor_generator", "head")
+    _torchvision_methods = (("", "torchvision.models.detection.retinanet.RetinaNet", "compute_loss"),
+                            ("", "torchvision.models.detection.retinanet.RetinaNet", "postprocess_detections"),
+                            ("head", "torchvision.models.detection.retinanet.RetinaNetHead", "compute_loss"),
+                            ("head.classification_head",
+                             "torchvision.models.detection.retinanet.RetinaNetClassificationHead", "compute_loss"),
+                            ("head.regression_head", "torchvision.models.detection.retinanet.RetinaNetRegressionHead",
+                             "compute_loss"))
 
     def forward(self, images: Tensor, targets: Optional[Dict[str, Tensor]] = None, *,
                 image_sizes: Optional[Tensor] = None) -> Dict[str, Tensor]:

@@ -146,6 +146,8 @@ class StaticSSD(StaticDetector):
 
     _name = _STATIC_SSD
     _submodules = ("transform", "backbone", "anchor_generator", "head")
+    _torchvision_methods = (("", "torchvision.models.detection.ssd.SSD", "compute_loss"),
+                            ("", "torchvision.models.detection.ssd.SSD", "postprocess_detections"))
 
     def forward(self, images: Tensor, targets: Optional[Dict[str, Tensor]] = None, *,
                 image_sizes: Optional[Tensor] = None) -> Dict[str, Tensor]:

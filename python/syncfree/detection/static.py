@@ -28,9 +28,14 @@ class StaticDetector(nn.Module):
 
     _name = "syncfree.detection.StaticDetector"
     _submodules: Tuple[str, ...] = ()
+    # The torchvision methods whose computation the static model repeats:
+    # (the part of the model, its torchvision class, the method). A model
+    # whose part overrides one computes something else: refused.
+    _torchvision_methods: Tuple[Tuple[str, str, str], ...] = ()
 
     def __init__(self, model: nn.Module, image_size: Tuple[int, int], max_boxes: int) -> None:
         super().__init__()
+        _check_methods(model, self._torchvision_methods)
         for name in self._submodules:
             setattr(self, name, getattr(model, name))
         self.image_size = (int(image_size[0]), int(image_size[1]))
@@ -133,6 +138,25 @@ class StaticDetector(nn.Module):
         if isinstance(features, Tensor):
             features = {"0": features}
         return x, features
+
+
+def _check_methods(model: nn.Module, methods: Tuple[Tuple[str, str, str], ...]) -> None:
+    """Refuses a model whose part overrides a torchvision method that the
+    static model computes in its own way (its losses or post-processing
+    would not be the model's)."""
+    import importlib
+
+    for path, cls_path, method in methods:
+        part = model
+        for attr in filter(None, path.split(".")):
+            part = getattr(part, attr, None)
+        module_name, cls_name = cls_path.rsplit(".", 1)
+        cls = getattr(importlib.import_module(module_name), cls_name)
+        if getattr(type(part), method, None) is not getattr(cls, method):
+            where = f"model.{path}" if path else "model"
+            raise NotImplementedError(
+                f"{_names.MAKE_STATIC}: {where} ({type(part).__name__}) does not use torchvision's "
+                f"{cls_name}.{method}: the static model computes torchvision's {method}, not this model's")
 
 
 def anchors(generator, images: Tensor, feature_list: List[Tensor], image_size: Tuple[int, int]) -> Tensor:
