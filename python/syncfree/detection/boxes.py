@@ -143,3 +143,87 @@ def nms_rows(boxes: Tensor, scores: Tensor, valid: Tensor, candidate: Tensor, n:
     index = index.gather(1, by_score)[:, :slots]
     merged_ok = index < n
     return torch.where(merged_ok, index, torch.full_like(index, -1)), merged_ok
+
+
+def _upcast_non_float(t: Tensor) -> Tensor:
+    """torchvision's ``_upcast_non_float`` (``torchvision.ops._utils``): what
+    is not float32 or float64 to float32."""
+    return t.float() if t.dtype not in (torch.float32, torch.float64) else t
+
+
+def _loss_inter_union(boxes1: Tensor, boxes2: Tensor) -> Tuple[Tensor, Tensor]:
+    """torchvision's ``_loss_inter_union`` with the intersection selected by a
+    mask (``torch.where``) where torchvision assigns it by boolean indexing (a
+    ``nonzero`` inside, a host sync): the same values, element by element."""
+    x1, y1, x2, y2 = boxes1.unbind(dim=-1)
+    x1g, y1g, x2g, y2g = boxes2.unbind(dim=-1)
+    xkis1 = torch.max(x1, x1g)
+    ykis1 = torch.max(y1, y1g)
+    xkis2 = torch.min(x2, x2g)
+    ykis2 = torch.min(y2, y2g)
+    mask = (ykis2 > ykis1) & (xkis2 > xkis1)
+    intsctk = torch.where(mask, (xkis2 - xkis1) * (ykis2 - ykis1), torch.zeros_like(x1))
+    unionk = (x2 - x1) * (y2 - y1) + (x2g - x1g) * (y2g - y1g) - intsctk
+    return intsctk, unionk
+
+
+def _enclosing(boxes1: Tensor, boxes2: Tensor) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The smallest box enclosing both, as torchvision's IoU losses compute it."""
+    x1, y1, x2, y2 = boxes1.unbind(dim=-1)
+    x1g, y1g, x2g, y2g = boxes2.unbind(dim=-1)
+    return torch.min(x1, x1g), torch.min(y1, y1g), torch.max(x2, x2g), torch.max(y2, y2g)
+
+
+def generalized_box_iou_loss(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tensor:
+    """torchvision's ``generalized_box_iou_loss`` with ``reduction="none"``,
+    operation by operation, without its boolean indexing."""
+    boxes1 = _upcast_non_float(boxes1)
+    boxes2 = _upcast_non_float(boxes2)
+    intsctk, unionk = _loss_inter_union(boxes1, boxes2)
+    iouk = intsctk / (unionk + eps)
+    xc1, yc1, xc2, yc2 = _enclosing(boxes1, boxes2)
+    area_c = (xc2 - xc1) * (yc2 - yc1)
+    miouk = iouk - ((area_c - unionk) / (area_c + eps))
+    return 1 - miouk
+
+
+def _diou_iou_loss(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tuple[Tensor, Tensor]:
+    """torchvision's ``_diou_iou_loss``, without boolean indexing."""
+    intsct, union = _loss_inter_union(boxes1, boxes2)
+    iou = intsct / (union + eps)
+    x1, y1, x2, y2 = boxes1.unbind(dim=-1)
+    x1g, y1g, x2g, y2g = boxes2.unbind(dim=-1)
+    xc1, yc1, xc2, yc2 = _enclosing(boxes1, boxes2)
+    diagonal_distance_squared = ((xc2 - xc1) ** 2) + ((yc2 - yc1) ** 2) + eps
+    x_p = (x2 + x1) / 2
+    y_p = (y2 + y1) / 2
+    x_g = (x1g + x2g) / 2
+    y_g = (y1g + y2g) / 2
+    centers_distance_squared = ((x_p - x_g) ** 2) + ((y_p - y_g) ** 2)
+    return 1 - iou + (centers_distance_squared / diagonal_distance_squared), iou
+
+
+def distance_box_iou_loss(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tensor:
+    """torchvision's ``distance_box_iou_loss`` with ``reduction="none"``,
+    without boolean indexing."""
+    loss, _ = _diou_iou_loss(_upcast_non_float(boxes1), _upcast_non_float(boxes2), eps)
+    return loss
+
+
+def complete_box_iou_loss(boxes1: Tensor, boxes2: Tensor, eps: float = 1e-7) -> Tensor:
+    """torchvision's ``complete_box_iou_loss`` with ``reduction="none"``,
+    without boolean indexing (its distance term with the default eps, as
+    torchvision's)."""
+    boxes1 = _upcast_non_float(boxes1)
+    boxes2 = _upcast_non_float(boxes2)
+    diou_loss, iou = _diou_iou_loss(boxes1, boxes2)
+    x1, y1, x2, y2 = boxes1.unbind(dim=-1)
+    x1g, y1g, x2g, y2g = boxes2.unbind(dim=-1)
+    w_pred = x2 - x1
+    h_pred = y2 - y1
+    w_gt = x2g - x1g
+    h_gt = y2g - y1g
+    v = (4 / (torch.pi**2)) * torch.pow((torch.atan(w_gt / h_gt) - torch.atan(w_pred / h_pred)), 2)
+    with torch.no_grad():
+        alpha = v / (1 - iou + v + eps)
+    return diou_loss + alpha * v

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from ._names import STATIC_FCOS as _STATIC_FCOS
-from .boxes import clip_boxes, gather_rows
+from .boxes import clip_boxes, gather_rows, generalized_box_iou_loss
 from .retinanet import anchors_per_level, candidates, nms_into_slots, one_hot_targets
 from .static import StaticDetector, anchors
 
@@ -58,7 +58,7 @@ def losses(model, targets: Dict[str, Tensor], head_outputs: Dict[str, Tensor], a
            num_per_level: List[int]) -> Dict[str, Tensor]:
     """torchvision's ``FCOS.compute_loss`` and ``FCOSHead.compute_loss``:
     ``{"classification", "bbox_regression", "bbox_ctrness"}``."""
-    from torchvision.ops import generalized_box_iou_loss, sigmoid_focal_loss
+    from torchvision.ops import sigmoid_focal_loss
 
     cls_logits = head_outputs["cls_logits"]  # [B, A, C]
     regression = head_outputs["bbox_regression"]  # [B, A, 4]
@@ -80,8 +80,8 @@ def losses(model, targets: Dict[str, Tensor], head_outputs: Dict[str, Tensor], a
     pred_boxes = box_coder.decode(regression, anchors_b)
     # Background anchors get their anchor as target: a finite loss (and
     # gradient) under the mask.
-    giou = generalized_box_iou_loss(pred_boxes, torch.where(foreground[..., None], gt_boxes, anchors_b.to(gt_boxes.dtype)),
-                                    reduction="none")
+    giou = generalized_box_iou_loss(pred_boxes,
+                                    torch.where(foreground[..., None], gt_boxes, anchors_b.to(gt_boxes.dtype)))
     bbox_regression = torch.where(foreground, giou, torch.zeros_like(giou)).sum()
 
     reg_targets = box_coder.encode(anchors_b, gt_boxes)

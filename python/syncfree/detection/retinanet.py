@@ -24,7 +24,8 @@ from torch import Tensor
 
 from . import matching
 from ._names import STATIC_RETINANET as _STATIC_RETINANET
-from .boxes import box_iou, clip_boxes, decode, encode, gather_rows
+from .boxes import (box_iou, clip_boxes, complete_box_iou_loss, decode, distance_box_iou_loss, encode, gather_rows,
+                    generalized_box_iou_loss)
 from .static import StaticDetector, anchors
 
 
@@ -47,9 +48,9 @@ def match(matcher, anchors_one: Tensor, targets: Dict[str, Tensor]) -> Tensor:
 
 def box_loss(loss_type: str, box_coder, anchors_b: Tensor, matched_boxes: Tensor, regression: Tensor) -> Tensor:
     """torchvision's ``_box_loss`` per anchor (``[B, A]``, not summed), with
-    its defaults (smooth L1's beta 1, the IoU losses' eps 1e-7)."""
-    from torchvision.ops import complete_box_iou_loss, distance_box_iou_loss, generalized_box_iou_loss
-
+    its defaults (smooth L1's beta 1, the IoU losses' eps 1e-7); the IoU
+    losses are :mod:`.boxes`' (torchvision's select the intersection by
+    boolean indexing, a host sync)."""
     b, a = regression.shape[:2]
     if loss_type in ("l1", "smooth_l1"):
         target = encode(box_coder, matched_boxes.reshape(-1, 4), anchors_b.reshape(-1, 4)).view(b, a, 4)
@@ -61,7 +62,7 @@ def box_loss(loss_type: str, box_coder, anchors_b: Tensor, matched_boxes: Tensor
         raise ValueError(f"{_STATIC_RETINANET}: unsupported box loss {loss_type!r} (torchvision's are l1, "
                          "smooth_l1, giou, diou and ciou)")
     predicted = decode(box_coder, regression.reshape(-1, 4), anchors_b.reshape(-1, 4))
-    return losses[loss_type](predicted, matched_boxes.reshape(-1, 4), reduction="none", eps=1e-7).view(b, a)
+    return losses[loss_type](predicted, matched_boxes.reshape(-1, 4), eps=1e-7).view(b, a)
 
 
 def one_hot_targets(labels: Tensor, foreground: Tensor, logits: Tensor) -> Tensor:

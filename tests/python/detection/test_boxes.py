@@ -3,6 +3,8 @@ and decode, clipping to each image's size."""
 import pytest
 import torch
 
+import syncfree.detection.boxes as boxes_mod
+
 
 def test_box_iou_equals_torchvision(tv):
     from torchvision.ops import box_iou
@@ -55,3 +57,38 @@ def test_clip_boxes_equals_torchvision_per_image(tv, dtype):
         ref = clip_boxes_to_image(boxes[i], tuple(sizes[i].tolist()))
         torch.testing.assert_close(got[i], ref, rtol=0, atol=0, equal_nan=True)
     assert not torch.equal(got[1], clip_boxes(boxes, (160, 1333), None)[1])  # the sizes are used
+
+
+@pytest.mark.parametrize("name", ["generalized_box_iou_loss", "distance_box_iou_loss", "complete_box_iou_loss"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_box_iou_losses_equal_torchvision(tv, name, dtype):
+    """The IoU losses without boolean indexing: torchvision's values, element
+    by element, and its gradients up to the order of their sums (boxes that
+    overlap, touch, nest or lie apart)."""
+    import torchvision.ops
+
+    gen = torch.Generator().manual_seed(3)
+    xy = torch.rand(2, 300, 2, generator=gen) * 50
+    a = torch.cat([xy, xy + 1 + torch.rand(2, 300, 2, generator=gen) * 30], -1)
+    xy = torch.rand(2, 300, 2, generator=gen) * 50
+    b = torch.cat([xy, xy + 1 + torch.rand(2, 300, 2, generator=gen) * 30], -1)
+    b[:, :10] = a[:, :10]                                   # the same box
+    b[:, 10:20, :2] = a[:, 10:20, 2:]                       # touching corners
+    b[:, 20:30] = a[:, 20:30] + torch.tensor([1.0, 1.0, -1.0, -1.0])  # nested (or inverted)
+    a, b = a.to(dtype), b.to(dtype)
+    inside = getattr(boxes_mod, name)
+    theirs = getattr(torchvision.ops, name)
+    overlaps = 0
+    for i in range(a.shape[0]):
+        ra, rb = a[i].clone().requires_grad_(), b[i].clone().requires_grad_()
+        ga, gb = a[i].clone().requires_grad_(), b[i].clone().requires_grad_()
+        want = theirs(ra, rb, reduction="none")
+        got = inside(ga, gb)
+        assert got.dtype == want.dtype
+        assert torch.equal(got, want)
+        want.sum().backward()
+        got.sum().backward()
+        torch.testing.assert_close(ga.grad, ra.grad)
+        torch.testing.assert_close(gb.grad, rb.grad)
+        overlaps += int((want < 1 - 1e-3).sum())
+    assert overlaps > 50  # the intersection term is exercised
