@@ -285,3 +285,67 @@ def assert_detections_equal(ref, got, mask_atol=1e-5, rounding=False):
             else:
                 assert torch.equal(g["keypoints"], r["keypoints"])
             torch.testing.assert_close(g["keypoints_scores"], r["keypoints_scores"], atol=1e-5, rtol=1e-5)
+
+
+def tiny_one_stage(kind, num_classes=4, loss_type=None, size=(W, H), **kwargs):
+    """A torchvision RetinaNet, FCOS or SSD (``kind``: "retinanet", "fcos",
+    "ssd", "ssdlite": SSD with torchvision's SSDlite head) on the two-level
+    backbone, small enough for every test run. RetinaNet: 8 channels, six
+    anchors per location over two levels, its box loss ``loss_type`` (the
+    head's ``_loss_type``; None: torchvision's default, "l1"). FCOS: 32
+    channels (its GroupNorm has 32 groups), one convolution per branch,
+    anchor sizes the levels' strides. SSD: two levels of default boxes, its
+    fixed ``size`` (width, height). ``kwargs`` go to the model's constructor
+    (``score_thresh``, ``topk_candidates``...)."""
+    torchvision_or_skip()
+    from functools import partial
+
+    from torchvision.models.detection import FCOS, RetinaNet
+    from torchvision.models.detection.anchor_utils import AnchorGenerator, DefaultBoxGenerator
+    from torchvision.models.detection.fcos import FCOSHead
+    from torchvision.models.detection.retinanet import RetinaNetHead
+    from torchvision.models.detection.ssd import SSD, SSDHead
+    from torchvision.models.detection.ssdlite import SSDLiteHead
+
+    torch.manual_seed(0)
+    if kind == "retinanet":
+        generator = AnchorGenerator(sizes=((16, 32), (32, 64)), aspect_ratios=((0.5, 1.0, 2.0),) * 2)
+        head = RetinaNetHead(8, generator.num_anchors_per_location()[0], num_classes)
+        if loss_type is not None:
+            head.regression_head._loss_type = loss_type
+        return RetinaNet(TwoLevelBackbone(8), num_classes, min_size=H, max_size=W, anchor_generator=generator,
+                         head=head, **kwargs)
+    if kind == "fcos":
+        generator = AnchorGenerator(sizes=((4,), (8,)), aspect_ratios=((1.0,),) * 2)
+        head = FCOSHead(32, 1, num_classes, num_convs=1)
+        return FCOS(TwoLevelBackbone(32), num_classes, min_size=H, max_size=W, anchor_generator=generator,
+                    head=head, **kwargs)
+    if kind in ("ssd", "ssdlite"):
+        backbone = TwoLevelBackbone(8)
+        backbone.out_channels = [8, 8]
+        generator = DefaultBoxGenerator([[2], [2, 3]])
+        anchors = generator.num_anchors_per_location()
+        if kind == "ssd":
+            head = SSDHead([8, 8], anchors, num_classes)
+        else:
+            head = SSDLiteHead([8, 8], anchors, num_classes, partial(nn.BatchNorm2d, eps=0.001, momentum=0.03))
+        return SSD(backbone, generator, tuple(size), num_classes, head=head, **kwargs)
+    raise ValueError(kind)
+
+
+def varied_heads(model, seed=1):
+    """The model's head re-initialized with convolution weights of unit gain
+    (``std = 1 / sqrt(fan_in)``) and zero biases: torchvision's initialization
+    (std 0.01 and, for the logits, a bias at the prior probability) leaves
+    every score near the prior, ties among the detections and losses that
+    hardly depend on which ground-truth box an anchor is matched to."""
+    import math
+
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.head.modules():
+            if isinstance(m, nn.Conv2d):
+                m.weight.copy_(torch.randn(m.weight.shape, generator=gen) / math.sqrt(m.weight[0].numel()))
+                if m.bias is not None:
+                    m.bias.zero_()
+    return model
