@@ -267,8 +267,12 @@ class StaticCollate:
     keypoints scaled, masks nearest), as
     ``GeneralizedRCNNTransform`` resizes them in evaluation (in training it
     draws ``min_size`` from its tuple; give one ``min_size`` per collate, and
-    one static model per canvas, for multi-scale training). The resized image
-    is placed in the top-left corner of a zero canvas ``[3, H, W]``.
+    one static model per canvas, for multi-scale training). ``fixed_size``
+    is the transform's own (a pair ``(width, height)``, as torchvision's
+    SSD300 and SSDlite hold it): every image is resized to that size,
+    whatever ``min_size`` and ``max_size`` say, and the canvas must hold it
+    (SSD's canvas is that size). The resized image is placed in the top-left
+    corner of a zero canvas ``[3, H, W]``.
 
     Returns a dict: ``images [B, 3, H, W]``, ``targets`` (:func:`pad_targets`'
     dict, masks in the canvas) when targets are given, ``image_sizes [B, 2]``
@@ -292,7 +296,7 @@ class StaticCollate:
     torchvision reads zero."""
 
     def __init__(self, canvas: Tuple[int, int], max_boxes: int, min_size: int = 800, max_size: int = 1333,
-                 num_classes: Optional[int] = None) -> None:
+                 num_classes: Optional[int] = None, fixed_size: Optional[Tuple[int, int]] = None) -> None:
         if (not isinstance(canvas, (tuple, list)) or len(canvas) != 2
                 or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in canvas)):
             raise ValueError(f"{_STATIC_COLLATE}: canvas must be a pair of positive ints (H, W), got {canvas!r}")
@@ -303,31 +307,44 @@ class StaticCollate:
                                         or num_classes < 2):
             raise ValueError(f"{_STATIC_COLLATE}: num_classes must be an int >= 2 (background included) or "
                              f"None, got {num_classes!r}")
+        if fixed_size is not None:
+            if (not isinstance(fixed_size, (tuple, list)) or len(fixed_size) != 2
+                    or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in fixed_size)):
+                raise ValueError(f"{_STATIC_COLLATE}: fixed_size must be a pair of positive ints (width, height), "
+                                 f"as torchvision's transform holds it, or None, got {fixed_size!r}")
+            if fixed_size[1] > canvas[0] or fixed_size[0] > canvas[1]:
+                raise ValueError(f"{_STATIC_COLLATE}: fixed_size (width, height) = {tuple(fixed_size)} resizes "
+                                 f"every image to {fixed_size[1]}x{fixed_size[0]}, which does not fit the canvas "
+                                 f"{canvas[0]}x{canvas[1]}")
         self.canvas = (int(canvas[0]), int(canvas[1]))
         self.max_boxes = int(max_boxes)
         self.min_size = int(min_size)
         self.max_size = int(max_size)
         self.num_classes = num_classes
+        self.fixed_size = None if fixed_size is None else (int(fixed_size[0]), int(fixed_size[1]))
 
     @classmethod
     def from_model(cls, model, canvas: Tuple[int, int], max_boxes: int) -> "StaticCollate":
         """The collate of a torchvision detection model (or its static
         version): its transform's evaluation size (``min_size[-1]``,
-        ``max_size``) and its number of classes."""
+        ``max_size``, ``fixed_size``: SSD300's and SSDlite's) and, for
+        the R-CNNs, its number of classes (the box predictor's)."""
         transform = model.transform
-        if getattr(transform, "fixed_size", None) is not None or getattr(transform, "_skip_resize", False):
-            raise ValueError(f"{_STATIC_COLLATE}: the model's transform resizes to a fixed size or not at all "
-                             "(fixed_size, _skip_resize): build StaticCollate(canvas, max_boxes, min_size, "
-                             "max_size) for what it should do")
+        if getattr(transform, "_skip_resize", False):
+            raise ValueError(f"{_STATIC_COLLATE}: the model's transform resizes nothing (_skip_resize): build "
+                             "StaticCollate(canvas, max_boxes, min_size, max_size) for what it should do")
         num_classes = None
         predictor = getattr(getattr(model, "roi_heads", None), "box_predictor", None)
         if predictor is not None and hasattr(predictor, "cls_score"):
             num_classes = int(predictor.cls_score.out_features)
-        return cls(canvas, max_boxes, int(transform.min_size[-1]), int(transform.max_size), num_classes)
+        fixed = getattr(transform, "fixed_size", None)
+        return cls(canvas, max_boxes, int(transform.min_size[-1]), int(transform.max_size), num_classes,
+                   None if fixed is None else (int(fixed[0]), int(fixed[1])))
 
     def __repr__(self) -> str:
+        fixed = "" if self.fixed_size is None else f", fixed_size={self.fixed_size}"
         return (f"StaticCollate(canvas={self.canvas}, max_boxes={self.max_boxes}, min_size={self.min_size}, "
-                f"max_size={self.max_size}, num_classes={self.num_classes})")
+                f"max_size={self.max_size}, num_classes={self.num_classes}{fixed})")
 
     def __call__(self, batch: Sequence[Any]) -> Dict[str, Any]:
         from torchvision.models.detection.transform import (_resize_image_and_masks, resize_boxes,
@@ -374,7 +391,8 @@ class StaticCollate:
                         raise ValueError(f"{_STATIC_COLLATE}: {name(i)}'s target "
                                          f"{'has' if key in target else 'has no'} {key}, image 0's "
                                          f"{'has' if key in extras else 'has no'}")
-            resized, target = _resize_image_and_masks(image, self.min_size, self.max_size, target)
+            resized, target = _resize_image_and_masks(image, self.min_size, self.max_size, target,
+                                                      self.fixed_size)
             h, w = int(resized.shape[-2]), int(resized.shape[-1])
             if h > height or w > width:
                 raise ValueError(f"{_STATIC_COLLATE}: {name(i)} ({original[0]}x{original[1]}) is resized to "

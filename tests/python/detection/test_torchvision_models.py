@@ -200,3 +200,154 @@ def test_explain_counts_no_graph_break_in_the_static_step():
         theirs = torch._dynamo.explain(torchvision_step)(list(images), targets)
     assert ours.graph_break_count == 0 and ours.graph_count == 1, [b.reason for b in ours.break_reasons]
     assert theirs.graph_break_count > 0
+
+
+# The one-stage detectors: torchvision's builders, untrained. RetinaNet and
+# FCOS take the equality tests' sizes and canvas; SSD300 and SSDlite resize
+# every image to their fixed size (300 x 300, 320 x 320), which is their
+# canvas.
+ONE_STAGE = ["retinanet_resnet50_fpn", "retinanet_resnet50_fpn_v2", "fcos_resnet50_fpn", "ssd300_vgg16",
+             "ssdlite320_mobilenet_v3_large"]
+ONE_STAGE_LOSSES = {"retinanet": {"classification", "bbox_regression"},
+                    "fcos": {"classification", "bbox_regression", "bbox_ctrness"},
+                    "ssd": {"bbox_regression", "classification"}}
+
+
+def build_one_stage(name, **kwargs):
+    """``named_model`` for RetinaNet and FCOS, resizing as ``sized`` says;
+    SSD's builders take no min_size or max_size (their transform resizes to
+    the fixed size), so their transform is left as built."""
+    if not name.startswith("ssd"):
+        return sized(build(name, **kwargs))
+    from helpers.checks import torchvision_or_skip
+
+    torchvision_or_skip()
+    from torchvision.models import detection
+
+    torch.manual_seed(0)
+    return getattr(detection, name)(weights=None, weights_backbone=None, num_classes=5, **kwargs)
+
+
+def family(name):
+    return next(f for f in ONE_STAGE_LOSSES if name.startswith(f))
+
+
+def canvas_of(model, canvas):
+    """SSD's fixed size (torchvision holds it as (width, height)), else ``canvas``."""
+    fixed = model.transform.fixed_size
+    return canvas if fixed is None else (int(fixed[1]), int(fixed[0]))
+
+
+def one_stage_sizes(name):
+    """The images of the equality tests. VGG16 at 300 x 300 costs about 1 s
+    per image and forward on one core, and the test runs four: SSD300 takes
+    one image (SSDlite, whose matching, losses and detection are SSD300's,
+    takes both)."""
+    return SIZES[:1] if name == "ssd300_vgg16" else SIZES
+
+
+@pytest.mark.parametrize("name", ONE_STAGE)
+def test_one_stage_model_equals_torchvision_and_exports(name):
+    """One test per model (most of its time is building the model and its
+    forwards, which the parts share): the training losses on images of
+    different sizes through StaticCollate equal torchvision's, then the
+    detections, then the eval model exported with torch.export gives the
+    static model's output.
+
+    Losses. RetinaNet and FCOS: sizes torchvision does not resize, its padded
+    batch as the canvas (the same pixels on both sides). SSD: the images
+    resized to the fixed size, torchvision normalizing first and the collate
+    resizing first (the pixels differ by float rounding, the losses by less
+    than the tolerance).
+
+    Detections. RetinaNet and FCOS: an untrained head's classification bias
+    makes every score about 0.01 (FCOS: 0.07, with the centerness), below
+    score_thresh (0.05; FCOS: 0.2): the bias is zeroed, so that the scores
+    spread around 0.5. SSD: unit mean and standard deviation, so that
+    normalizing and resizing commute exactly and the detections compare
+    exactly."""
+    model = build_one_stage(name)
+    canvas = canvas_of(model, CANVAS)
+    collate = sf_det.StaticCollate.from_model(model, canvas, G)
+    static = sf_det.make_static(model, canvas, G)
+    sizes = one_stage_sizes(name)
+    items = sized_batch(1, sizes, [3, 5][:len(sizes)])
+    batch = collate(items)
+    assert tuple(batch["images"].shape[-2:]) == canvas
+    ref, got, ref_state, got_state = sized_training_losses(model, static, items, batch)
+    assert set(ref) == ONE_STAGE_LOSSES[family(name)]
+    assert_losses_equal(ref, got)
+    for key in ref_state:  # batch norm's running statistics (SSDlite's head, every backbone but VGG's)
+        torch.testing.assert_close(got_state[key], ref_state[key], rtol=1e-5, atol=1e-6)
+
+    if family(name) == "ssd":
+        model.transform.image_mean = [0.0, 0.0, 0.0]
+        model.transform.image_std = [1.0, 1.0, 1.0]
+    else:
+        with torch.no_grad():
+            model.head.classification_head.cls_logits.bias.zero_()
+    images = [image for image, _ in sized_batch(2, sizes, [0, 0])]
+    batch = collate(images)
+    if any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules()):  # not VGG16
+        calibrate_batch_norm(model, batch["images"])
+    static.eval()
+    with torch.no_grad():
+        ref = model(images)
+        out = static(batch["images"], image_sizes=batch["image_sizes"])
+    for r in ref:  # something to compare, with few ties (which torchvision may break otherwise)
+        assert 0 < len(r["scores"]) and r["scores"].unique().numel() > 0.9 * len(r["scores"])
+    # torchvision's boxes are at the original sizes: SSD resized the images.
+    got = sf_det.to_torchvision(sf_det.postprocess(out, batch["image_sizes"], batch["original_image_sizes"]))
+    assert_detections_equal(ref, got)
+
+    program = torch.export.export(static, (batch["images"],), {"image_sizes": batch["image_sizes"]})
+    with torch.no_grad():
+        exported = program.module()(batch["images"], image_sizes=batch["image_sizes"])
+    assert set(exported) == set(out) == {"boxes", "scores", "labels", "valid"}
+    for key in out:
+        torch.testing.assert_close(exported[key], out[key], rtol=0, atol=0)
+
+
+# Whole models compiled: RetinaNet (its backbone, FPN and anchors are
+# FCOS's) and SSDlite (its matching, losses and default boxes are SSD300's).
+# The other three cost about a minute more on 2 cores; the small models of
+# every family compile in test_one_stage.py.
+ONE_STAGE_COMPILED = ["retinanet_resnet50_fpn", "ssdlite320_mobilenet_v3_large"]
+
+
+def canvas_batch(seed, counts, size):
+    """``make_batch``'s images at ``size`` (SSD's fixed size; the boxes lie in
+    the top-left H x W, inside any canvas) and targets."""
+    images, targets = make_batch(seed, counts)
+    if tuple(images.shape[-2:]) != tuple(size):
+        images = torch.rand((len(counts), 3) + tuple(size), generator=torch.Generator().manual_seed(seed))
+    return images, targets
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ONE_STAGE_COMPILED)
+def test_one_stage_training_step_is_one_graph_without_recompiling(name):
+    """As test_training_step_is_one_graph_without_recompiling."""
+    needs_autograd_tracing()
+    model = build_one_stage(name)
+    size = canvas_of(model, (H, W))
+    static = sf_det.make_static(model, size, G).train()
+    counter = torch._dynamo.testing.CompileCounterWithBackend("eager")
+    step = torch.compile(sgd_step(static, lr=1e-3), backend=counter, fullgraph=True)
+    before = [p.detach().clone() for p in static.parameters()]
+    with torch._dynamo.config.patch(trace_autograd_ops=True):
+        results = []
+        for i, counts in enumerate([[3, 5], [6, 1], [0, 2]]):  # padding changes, shapes do not
+            images, targets = canvas_batch(10 + i, counts, size)
+            with torch._dynamo.config.patch(error_on_recompile=i > 0):
+                results.append(step(images, sf_det.pad_targets(targets, G)))
+    assert counter.frame_count == 1
+    for loss, losses in results:
+        assert torch.isfinite(loss)
+        assert set(losses) == ONE_STAGE_LOSSES[family(name)]
+    changed = [not torch.equal(b, p) for b, p in zip(before, static.parameters()) if p.requires_grad]
+    # The update reached the parameters. SSDlite: those of the levels where
+    # these small boxes match no default box and hard negative mining picks
+    # no negative, and of the extra layers that feed only them, get no
+    # gradient (in torchvision's model too): 199 of its 266 change.
+    assert sum(changed) > (0.7 if family(name) == "ssd" else 0.9) * len(changed)

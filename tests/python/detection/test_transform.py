@@ -61,8 +61,68 @@ def test_collate_resizes_and_pads_like_torchvisions_transform(tv):
 def test_collate_from_model_reads_the_models_settings(tv):
     model = resizing_model("faster")
     collate = sf_det.StaticCollate.from_model(model, CANVAS, G)
-    assert (collate.min_size, collate.max_size, collate.num_classes) == (128, 256, 4)
-    assert "canvas=(160, 224)" in repr(collate)
+    assert (collate.min_size, collate.max_size, collate.num_classes, collate.fixed_size) == (128, 256, 4, None)
+    assert "canvas=(160, 224)" in repr(collate) and "fixed_size" not in repr(collate)
+
+
+# A fixed size that is not square, (width, height) as torchvision holds it,
+# so that a swap of its sides shows.
+FIXED = (96, 80)
+
+
+def test_collate_with_a_fixed_size_resizes_like_torchvisions_transform(tv):
+    """SSD300's and SSDlite's transform (fixed_size, size_divisible 1): every
+    image, smaller or larger, wider or taller, is resized to the fixed size
+    whatever min_size and max_size say; boxes, keypoints and masks as
+    torchvision's transform resizes them."""
+    from torchvision.models.detection.transform import GeneralizedRCNNTransform
+
+    transform = GeneralizedRCNNTransform(min(FIXED), max(FIXED), [0.0] * 3, [1.0] * 3, size_divisible=1,
+                                         fixed_size=FIXED).eval()
+    sizes = [(64, 100), (300, 200), (80, 96)]
+    items = sized_batch(0, sizes, [2, 1, 3], masks=True, keypoints=True)
+    canvas = (FIXED[1], FIXED[0])
+    collate = sf_det.StaticCollate(canvas=canvas, max_boxes=G, min_size=min(FIXED), max_size=max(FIXED),
+                                   fixed_size=FIXED)
+    batch = collate(items)
+    assert batch["images"].shape == (3, 3) + canvas
+    assert batch["image_sizes"].tolist() == [list(canvas)] * 3
+    assert batch["original_image_sizes"].tolist() == [list(size) for size in sizes]
+    for i, (image, target) in enumerate(items):
+        ref_image, ref_target = transform.resize(image, copy.deepcopy(target))
+        assert tuple(ref_image.shape[-2:]) == canvas
+        assert torch.equal(batch["images"][i], ref_image)
+        n = target["boxes"].shape[0]
+        assert torch.equal(batch["targets"]["boxes"][i, :n], ref_target["boxes"])
+        assert torch.equal(batch["targets"]["keypoints"][i, :n], ref_target["keypoints"])
+        assert torch.equal(batch["targets"]["masks"][i, :n], ref_target["masks"])
+        assert torch.equal(batch["targets"]["labels"][i, :n], target["labels"])
+        assert (batch["targets"]["labels"][i, n:] == -1).all()
+    # In a larger canvas: the same image in its top-left corner, zeros beyond.
+    larger = sf_det.StaticCollate(canvas=(96, 128), max_boxes=G, fixed_size=FIXED)(items)
+    assert torch.equal(larger["images"][:, :, :FIXED[1], :FIXED[0]], batch["images"])
+    assert not larger["images"][:, :, FIXED[1]:].any() and not larger["images"][..., FIXED[0]:].any()
+    assert larger["image_sizes"].tolist() == [list(canvas)] * 3
+
+
+@pytest.mark.parametrize("kind", ["ssd", "ssdlite"])
+def test_collate_from_an_ssd_model_equals_torchvision_on_images_of_different_sizes(tv, kind):
+    """from_model reads SSD's fixed size; the static model's losses on the
+    collated batch equal torchvision's on the images as they are (which its
+    transform resizes to the fixed size: the pixels differ by the rounding of
+    resizing before normalizing, torchvision normalizes first)."""
+    from helpers.detection import tiny_one_stage
+
+    model = tiny_one_stage(kind, size=FIXED)
+    canvas = (FIXED[1], FIXED[0])
+    collate = sf_det.StaticCollate.from_model(model, canvas, G)
+    assert collate.fixed_size == FIXED and f"fixed_size={FIXED}" in repr(collate)
+    items = sized_batch(3, [(64, 100), (160, 128)], [2, 3])
+    batch = collate(items)
+    assert batch["images"].shape == (2, 3) + canvas
+    static = sf_det.make_static(model, canvas, G).train()
+    ref, got, _, _ = sized_training_losses(model, static, items, batch)
+    assert_losses_equal(ref, got)
 
 
 @pytest.mark.parametrize("kind", ["faster", "mask", "keypoint"])
@@ -234,9 +294,18 @@ def test_collate_errors_name_the_image(tv):
     with pytest.raises(ValueError, match="^" + COLLATE + "image 1's target has keypoints, image 0's has no"):
         collate(mixed)
     model = resizing_model("faster")
-    model.transform.fixed_size = (128, 128)
-    with pytest.raises(ValueError, match="^" + COLLATE + "the model's transform resizes to a fixed size"):
+    model.transform._skip_resize = True
+    with pytest.raises(ValueError, match="^" + COLLATE + r"the model's transform resizes nothing \(_skip_resize\)"):
         sf_det.StaticCollate.from_model(model, CANVAS, 2)
+    model.transform._skip_resize = False
+    model.transform.fixed_size = (240, 128)  # (width, height): 128x240, wider than the canvas
+    with pytest.raises(ValueError, match="^" + COLLATE + r"fixed_size \(width, height\) = \(240, 128\) resizes "
+                                         r"every image to 128x240, which does not fit the canvas 160x224$"):
+        sf_det.StaticCollate.from_model(model, CANVAS, 2)
+    for fixed in ((128,), (128, 0), [128.0, 128], 128):
+        with pytest.raises(ValueError, match="^" + COLLATE + "fixed_size must be a pair of positive ints "
+                                             r"\(width, height\)"):
+            sf_det.StaticCollate(canvas=CANVAS, max_boxes=2, fixed_size=fixed)
 
 
 MODEL = "syncfree.detection.StaticRCNN: "
