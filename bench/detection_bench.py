@@ -3,6 +3,12 @@
 the static-shape step of syncfree.detection.make_static, side by side
 in one run.
 
+Models (--model): torchvision's Faster R-CNN and Mask R-CNN builders
+(fasterrcnn_*, maskrcnn_*), RetinaNet (retinanet_*), FCOS (fcos_*) and SSD
+(ssd300_vgg16, ssdlite320_mobilenet_v3_large), random weights, 91 classes.
+SSD resizes every image to its own fixed size: its image size is that size
+(300, 320), the default and the only one it takes.
+
 Implementations (--impls), each one whole training step: zero_grad, forward,
 the sum of the loss dict, backward, optimizer step (with --modes eval, or
 train,eval: also one inference call of the model in eval mode under
@@ -51,13 +57,14 @@ The exit status is 1 when a check failed or an implementation could not run
 (the reason is printed and kept in the JSON), 2 for bad usage (e.g. --device
 cuda where torch sees no CUDA device).
 
-    python3 bench/detection_bench.py [--device cpu|cuda] [--model fasterrcnn_mobilenet_v3_large_fpn]
+    python3 bench/detection_bench.py [--device cpu|cuda] [--model fasterrcnn_mobilenet_v3_large_fpn|retinanet_resnet50_fpn|...]
         [--batch-sizes 2] [--image-sizes 128,256] [--steps 10] [--warmup 2] [--max-boxes 8]
         [--impls torchvision,static,compiled] [--modes train,eval] [--compile-mode default] [--threads T]
         [--json FILE]
 
 Defaults by device: cpu: B = 2, 128x128 and 256x256, torchvision,static,compiled;
 cuda: B = 2,8, 512x512 and 800x800, torchvision,static,graphed; --modes train.
+SSD: its fixed size on either device.
 The graphed implementation and the CUDA checks are of the training step only.
 """
 import argparse
@@ -86,6 +93,10 @@ SEED = 1234
 REPLAY_RTOL, REPLAY_ATOL = 1e-3, 1e-4
 NUM_CLASSES = 91
 LR, MOMENTUM = 0.0, 0.9
+# The builders taken (by prefix), and the image size of those that resize
+# every image to a fixed size (their transform's fixed_size).
+BUILDERS = ("fasterrcnn_", "maskrcnn_", "retinanet_", "fcos_", "ssd300_", "ssdlite320_")
+FIXED_SIZES = {"ssd300_vgg16": (300, 300), "ssdlite320_mobilenet_v3_large": (320, 320)}
 
 
 class UsageError(Exception):
@@ -106,8 +117,9 @@ def parse_ints(text):
     return values
 
 
-def parse_image_sizes(text):
-    """'128,256,512x640' -> [(128, 128), (256, 256), (512, 640)] (H x W)."""
+def parse_image_sizes(text, divisible=32):
+    """'128,256,512x640' -> [(128, 128), (256, 256), (512, 640)] (H x W),
+    each a multiple of ``divisible`` (the models' size_divisible)."""
     sizes = []
     for item in (s.strip() for s in text.split(",")):
         if not item:
@@ -119,8 +131,9 @@ def parse_image_sizes(text):
             raise UsageError(f"image sizes are S or HxW, comma-separated, got '{item}'") from None
         if len(hw) == 1:
             hw = hw * 2
-        if len(hw) != 2 or any(s < 32 or s % 32 for s in hw):
-            raise UsageError(f"image sizes must be multiples of 32 (the models' size_divisible), got '{item}'")
+        if len(hw) != 2 or any(s < 32 or s % divisible for s in hw):
+            raise UsageError(f"image sizes must be multiples of {divisible} (the models' size_divisible), "
+                             f"at least 32, got '{item}'")
         sizes.append(hw)
     if not sizes:
         raise UsageError("no image size given")
@@ -262,9 +275,10 @@ def build_model(name, device):
     import torchvision.models.detection as detection
 
     builder = getattr(detection, name, None)
-    if builder is None or not callable(builder) or not name.startswith(("fasterrcnn", "maskrcnn")):
-        raise UsageError(f"--model {name}: not a torchvision Faster R-CNN or Mask R-CNN builder "
-                         "(e.g. fasterrcnn_mobilenet_v3_large_fpn, fasterrcnn_resnet50_fpn)")
+    if builder is None or not callable(builder) or not name.startswith(BUILDERS):
+        raise UsageError(f"--model {name}: not a torchvision Faster R-CNN, Mask R-CNN, RetinaNet, FCOS or SSD "
+                         "builder (e.g. fasterrcnn_mobilenet_v3_large_fpn, retinanet_resnet50_fpn, "
+                         "ssdlite320_mobilenet_v3_large)")
     # No download: random weights (weights_backbone=None also gives the
     # backbone trainable batch norm, as a model trained from scratch has).
     torch.manual_seed(0)
@@ -407,7 +421,12 @@ def run(args):
     sync = torch.cuda.synchronize if cuda else None
     model = build_model(args.model, args.device)
     model.train()
-    masks = bool(getattr(model.roi_heads, "has_mask", lambda: False)())
+    masks = bool(getattr(getattr(model, "roi_heads", None), "has_mask", lambda: False)())
+    fixed = getattr(model.transform, "fixed_size", None)
+    fixed = None if fixed is None else (int(fixed[1]), int(fixed[0]))  # (H, W)
+    if fixed is not None and any(size != fixed for size in args.image_sizes):
+        raise UsageError(f"--model {args.model} resizes every image to {fixed[0]}x{fixed[1]}: its image size "
+                         f"is that one, got {', '.join(f'{h}x{w}' for h, w in args.image_sizes)}")
     optimizer = torch.optim.SGD(model.parameters(), lr=LR, momentum=MOMENTUM)
     trace_autograd = hasattr(torch._dynamo.config, "trace_autograd_ops") if hasattr(torch, "_dynamo") else False
     if "compiled" in args.impls and trace_autograd:
@@ -448,8 +467,9 @@ def run(args):
     graph_failed = None
     for size in args.image_sizes:
         h, w = size
-        model.transform.min_size = (min(h, w),)
-        model.transform.max_size = max(h, w)
+        if fixed is None:  # SSD's transform resizes to its fixed size
+            model.transform.min_size = (min(h, w),)
+            model.transform.max_size = max(h, w)
         static = sf_det.make_static(model, image_size=(h, w), max_boxes=args.max_boxes)
         for b, mode in [(b, m) for b in args.batch_sizes for m in args.modes]:
             train = mode == "train"
@@ -547,7 +567,8 @@ def parse_args(argv=None):
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--model", default="fasterrcnn_mobilenet_v3_large_fpn")
     p.add_argument("--batch-sizes", help="comma-separated (cpu: 2; cuda: 2,8)")
-    p.add_argument("--image-sizes", help="S or HxW, comma-separated (cpu: 128,256; cuda: 512,800)")
+    p.add_argument("--image-sizes", help="S or HxW, comma-separated (cpu: 128,256; cuda: 512,800; SSD: its "
+                                         "fixed size, 300 or 320)")
     p.add_argument("--steps", type=int, default=10, help="timed rounds")
     p.add_argument("--warmup", type=int, default=2, help="rounds before timing (>= 1)")
     p.add_argument("--max-boxes", type=int, default=8, help="G: ground-truth boxes per image after padding")
@@ -559,7 +580,14 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     defaults = DEFAULTS[args.device]
     args.batch_sizes = parse_ints(args.batch_sizes or defaults["batch_sizes"])
-    args.image_sizes = parse_image_sizes(args.image_sizes or defaults["image_sizes"])
+    fixed = FIXED_SIZES.get(args.model)
+    if fixed is None:
+        args.image_sizes = parse_image_sizes(args.image_sizes or defaults["image_sizes"])
+    else:
+        args.image_sizes = parse_image_sizes(args.image_sizes or "x".join(map(str, fixed)), divisible=1)
+        if any(size != fixed for size in args.image_sizes):
+            raise UsageError(f"--model {args.model} resizes every image to {fixed[0]}x{fixed[1]}: --image-sizes "
+                             f"must be {fixed[0]} (or be left out)")
     args.impls = parse_impls(args.impls or defaults["impls"], args.device)
     args.modes = parse_modes(args.modes)
     if args.steps < 1 or args.warmup < 1 or args.max_boxes < 1:

@@ -19,7 +19,8 @@
 #             replay), the other C++ tests;
 #   bench     the GPU benchmarks and their verdict against the speed targets,
 #             then the detection training step (bench/detection_bench.py:
-#             host syncs, CUDA graph replay == eager, graphed vs torchvision);
+#             host syncs, CUDA graph replay == eager, graphed vs torchvision)
+#             of the default model, then of RetinaNet;
 #   sanitize  compute-sanitizer (memcheck, racecheck, initcheck, synccheck) on
 #             both launch paths;
 #   all       test,bench,sanitize.
@@ -37,10 +38,10 @@
 # missing prerequisite (said at once, with what to do); 3 when everything
 # that ran passed but a tool was not found or refused the device.
 #
-# $OUT (default ./device-out) receives at most 6 files: verdict.txt (the
-# verdict table), device-check.tgz (every log), and the four benchmark JSONs
+# $OUT (default ./device-out) receives at most 7 files: verdict.txt (the
+# verdict table), device-check.tgz (every log), and the five benchmark JSONs
 # of the bench phase (bench-gpu, bench-gpu-rows, bench-gpu-python,
-# bench-gpu-detection). The
+# bench-gpu-detection, bench-gpu-detection-retinanet). The
 # verdict and the archive are rewritten after every step, and at the end also
 # on TERM, INT and errors.
 set -uo pipefail
@@ -401,45 +402,55 @@ if want bench; then
     esac
   fi
   # The detection training step (bench/detection_bench.py): torchvision eager,
-  # static eager and static graphed (torch.cuda.graph), B = 2 and 8, 512x512
-  # and 800x800; the static step under the sync debug mode, and the graph's
-  # replay against eager. Its JSON is the sixth file of $OUT.
-  name="benchmark detection (cuda, torchvision vs static step)"
-  no_vision=0
-  if [ $REHEARSE = 1 ]; then not_run "$name"
-  elif ! grep -q "^torchvision: found" "$LOGS/machine.txt"; then
-    record "$name" NOT-FOUND "torchvision is not installed for $PY"
-    no_vision=1
-  elif begin "$name" 60 180; then
-    run_timed bench-detection.log "$step_limit" "${pyenv[@]}" "$PY" bench/detection_bench.py --device cuda \
-      --model fasterrcnn_mobilenet_v3_large_fpn --batch-sizes 2,8 --image-sizes 512,800 \
-      --impls torchvision,static,graphed --steps 10 --warmup 2 --json "$LOGS/bench-gpu-detection.json"
-    rc=$?
-    end "$name" $rc bench-detection.log "$(grep -E '^FAILED: ' "$LOGS/bench-detection.log" | cut -c1-200)"
-  fi
-  [ -f "$LOGS/bench-gpu-detection.json" ] && cp "$LOGS/bench-gpu-detection.json" "$OUT/bench-gpu-detection.json"
-  # Its verdict, one row per aspect: met (PASS), MISSED (the speed goal only),
+  # static eager and static graphed (torch.cuda.graph); the static step under
+  # the sync debug mode, and the graph's replay against eager. First the
+  # default model at B = 2 and 8, 512x512 and 800x800, then RetinaNet
+  # (retinanet_resnet50_fpn, a one-stage model) at B = 2, 512x512 only. Their
+  # JSONs are the sixth and seventh files of $OUT. After each, its verdict,
+  # one row per aspect: met (PASS), MISSED (the speed goal only),
   # NOT-MEASURED or FAIL (both fail the run).
-  for aspect in syncs graph speed; do
-    case $aspect in
-      syncs) name="detection step: zero host syncs" ;;
-      graph) name="detection step: graph replay == eager" ;;
-      speed) name="detection step: graphed >= 1.5x torchvision" ;;
+  no_vision=0
+  grep -q "^torchvision: found" "$LOGS/machine.txt" || no_vision=1
+  for det in default retinanet; do
+    case $det in
+      default) label="detection step"; json=bench-gpu-detection; sfx=""; planned=60; limit=180
+        name="benchmark detection (cuda, torchvision vs static step)"
+        config=(--model fasterrcnn_mobilenet_v3_large_fpn --batch-sizes 2,8 --image-sizes 512,800) ;;
+      retinanet) label="RetinaNet step"; json=bench-gpu-detection-retinanet; sfx="-retinanet"; planned=30; limit=90
+        name="benchmark detection RetinaNet (cuda, B=2 512x512)"
+        config=(--model retinanet_resnet50_fpn --batch-sizes 2 --image-sizes 512) ;;
     esac
-    if [ $REHEARSE = 1 ]; then not_run "$name"; continue; fi
-    if [ $no_vision = 1 ]; then record "$name" NOT-FOUND "torchvision is not installed for $PY"; continue; fi
-    begin "$name" 2 30 || continue
-    run_timed "detection-$aspect.log" "$step_limit" "$PY" scripts/device_report.py detection "$aspect" \
-      "$LOGS/bench-gpu-detection.json"
-    rc=$?
-    cat "$LOGS/detection-$aspect.log"
-    last="$(tail -n 1 "$LOGS/detection-$aspect.log" | cut -c1-300)"
-    case $rc in
-      0) record "$name" PASS "$last" ;;
-      2) record "$name" MISSED "$last" ;;
-      *) if [[ "$last" == "NOT MEASURED"* ]]; then record "$name" NOT-MEASURED "$last"
-         else end "$name" $rc "detection-$aspect.log" "$last"; fi ;;
-    esac
+    if [ $REHEARSE = 1 ]; then not_run "$name"
+    elif [ $no_vision = 1 ]; then record "$name" NOT-FOUND "torchvision is not installed for $PY"
+    elif begin "$name" $planned $limit; then
+      run_timed "bench-detection$sfx.log" "$step_limit" "${pyenv[@]}" "$PY" bench/detection_bench.py --device cuda \
+        "${config[@]}" --impls torchvision,static,graphed --steps 10 --warmup 2 --json "$LOGS/$json.json"
+      rc=$?
+      end "$name" $rc "bench-detection$sfx.log" "$(grep -E '^FAILED: ' "$LOGS/bench-detection$sfx.log" | cut -c1-200)"
+    fi
+    [ -f "$LOGS/$json.json" ] && cp "$LOGS/$json.json" "$OUT/$json.json"
+    for aspect in syncs graph speed; do
+      case $aspect in
+        syncs) what="zero host syncs" ;;
+        graph) what="graph replay == eager" ;;
+        speed) what="graphed >= 1.5x torchvision" ;;
+      esac
+      name="$label: $what"
+      if [ $REHEARSE = 1 ]; then not_run "$name"; continue; fi
+      if [ $no_vision = 1 ]; then record "$name" NOT-FOUND "torchvision is not installed for $PY"; continue; fi
+      begin "$name" 2 30 || continue
+      run_timed "detection$sfx-$aspect.log" "$step_limit" "$PY" scripts/device_report.py detection "$aspect" \
+        "$LOGS/$json.json"
+      rc=$?
+      cat "$LOGS/detection$sfx-$aspect.log"
+      last="$(tail -n 1 "$LOGS/detection$sfx-$aspect.log" | cut -c1-300)"
+      case $rc in
+        0) record "$name" PASS "$last" ;;
+        2) record "$name" MISSED "$last" ;;
+        *) if [[ "$last" == "NOT MEASURED"* ]]; then record "$name" NOT-MEASURED "$last"
+           else end "$name" $rc "detection$sfx-$aspect.log" "$last"; fi ;;
+      esac
+    done
   done
 fi
 

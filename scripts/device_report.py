@@ -14,8 +14,9 @@ the verdict: "all N targets met" (exit 0), "MISSED: <the missed targets>"
 
 `detection` reads the JSON of bench/detection_bench.py --device cuda and
 judges one aspect of the static detection training step at each of the
-configurations of DETECTION_CONFIGS, with the same last-line verdicts and
-exit statuses:
+configurations that DETECTION_CONFIGS gives the JSON's model (the default
+model: B = 2 and 8, 512x512 and 800x800; retinanet_resnet50_fpn: B = 2,
+512x512), with the same last-line verdicts and exit statuses:
 - syncs: no host sync in the static eager step (sync debug mode: none
   counted under "warn", nothing raised under "error"); a sync is FAIL;
 - graph: the CUDA-graph replay equals the eager step (finite losses, two
@@ -23,7 +24,8 @@ exit statuses:
   tolerance); a difference or a failed capture is FAIL;
 - speed: the graphed step at least DETECTION_GOAL x faster than
   torchvision's eager step (medians of the same run); below is MISSED.
-A configuration without its result is NOT MEASURED.
+A configuration without its result, or a model without configurations
+here, is NOT MEASURED.
 """
 import json
 import sys
@@ -115,8 +117,12 @@ def verdict(failed, missing, missed, all_met):
     return 0
 
 
-# The detection step's configurations (batch, height, width) and speed goal.
-DETECTION_CONFIGS = [(2, 512, 512), (8, 512, 512), (2, 800, 800), (8, 800, 800)]
+# The detection step's configurations (batch, height, width) per model, as
+# scripts/device-check.sh runs them, and the speed goal.
+DETECTION_CONFIGS = {
+    "fasterrcnn_mobilenet_v3_large_fpn": [(2, 512, 512), (8, 512, 512), (2, 800, 800), (8, 800, 800)],
+    "retinanet_resnet50_fpn": [(2, 512, 512)],
+}
 DETECTION_GOAL = 1.5
 DETECTION_ASPECTS = ("syncs", "graph", "speed")
 
@@ -142,6 +148,14 @@ def detection(aspect: str, path: str) -> int:
         print(f"detection: {path} was measured on {data.get('device')!r}, not cuda")
         print(f"NOT MEASURED: no CUDA detection results in {path}")
         return 1
+    model = data.get("model")
+    if model not in DETECTION_CONFIGS:
+        print(f"detection: {path} is of model {model!r}, which has no configurations here "
+              f"(known: {', '.join(DETECTION_CONFIGS)})")
+        print(f"NOT MEASURED: no configurations for model {model!r}")
+        return 1
+    configs = DETECTION_CONFIGS[model]
+    print(f"detection: {model}")
 
     def at(items, config, **match):
         b, h, w = config
@@ -156,7 +170,7 @@ def detection(aspect: str, path: str) -> int:
         check = "syncs" if aspect == "syncs" else "graph_replay"
         what = "host syncs in the static eager step" if aspect == "syncs" else "graph replay == eager"
         print(f"{'detection: ' + what:<48} verdict")
-        for config in DETECTION_CONFIGS:
+        for config in configs:
             name = _config_name(*config)
             c = at(checks, config, check=check)
             if c is None:
@@ -180,7 +194,7 @@ def detection(aspect: str, path: str) -> int:
     else:
         print(f"{'detection: graphed vs torchvision eager':<48} {'tv ms':>9} {'graphed ms':>11} {'ratio':>6}  "
               f"verdict (goal {DETECTION_GOAL}x)")
-        for config in DETECTION_CONFIGS:
+        for config in configs:
             name = _config_name(*config)
             tv = at(rows, config, impl="torchvision", supported=True)
             graphed = at(rows, config, impl="graphed", supported=True)

@@ -12,9 +12,12 @@ of ``--size`` pixels with two boxes each (and masks or keypoints where the
 model takes them); the step is a training step (forward, loss, backward, an
 SGD step) or, with ``--eval``, inference under ``torch.no_grad()``.
 ``--patch`` uses syncfree's drop-in sampler (``syncfree.compat.torchvision.patch``),
-``--static`` the static model (``syncfree.detection.make_static``, two-stage
-detectors). ``MODULE:FUNCTION``: a function of yours, called without
-arguments (it makes its own inputs). Each is run ``--warmup`` times first
+``--static`` the static model (``syncfree.detection.make_static``, every
+detector here; its canvas is ``--size`` x ``--size``, a multiple of 32).
+SSD300 and SSDlite resize every image to their own size (300x300, 320x320):
+their batch is made at that size and ``--size`` is ignored.
+``MODULE:FUNCTION``: a function of yours, called without arguments (it makes
+its own inputs). Each is run ``--warmup`` times first
 (lazy initialization, optimizer state), then once under the finder. The
 exit status is 1 with ``--fail`` when anything was found, 2 on bad usage,
 3 when the step raised.
@@ -40,7 +43,7 @@ class UsageError(ValueError):
     """A bad command line: exit 2 with the message."""
 
 
-# torchvision's detectors: builder -> what its targets carry (and whether make_static takes it).
+# torchvision's detectors (make_static takes each): builder -> what its targets carry.
 TWO_STAGE = {
     "fasterrcnn_resnet50_fpn": "boxes", "fasterrcnn_resnet50_fpn_v2": "boxes",
     "fasterrcnn_mobilenet_v3_large_fpn": "boxes", "fasterrcnn_mobilenet_v3_large_320_fpn": "boxes",
@@ -61,6 +64,13 @@ def build_model(name, size):
     if name not in FIXED_SIZE:
         kwargs.update(min_size=size, max_size=size)
     return getattr(torchvision.models.detection, name)(**kwargs)
+
+
+def fixed_size(model):
+    """The (H, W) every image is resized to (SSD's ``transform.fixed_size``),
+    or None where the model resizes by ``min_size`` and ``max_size``."""
+    fixed = getattr(model.transform, "fixed_size", None)
+    return None if fixed is None else (int(fixed[1]), int(fixed[0]))
 
 
 def batch(name, images, size, seed=0):
@@ -89,14 +99,19 @@ MAX_BOXES = 4  # the static model's padded ground truth
 
 
 def torchvision_step(name, *, variant="torchvision", train=True, images=2, size=128):
-    """(step, parts): a function of no arguments running one step of the
-    detector (``variant``: torchvision, patch or static), and the parts whose
-    graph breaks are counted: {name: (function, whether it runs backward)}."""
-    if variant == "static" and name not in TWO_STAGE:
-        raise UsageError(f"--static takes the two-stage detectors "
-                         f"({', '.join(TWO_STAGE)}), got {name!r}")
+    """(step, parts, size): a function of no arguments running one step of
+    the detector (``variant``: torchvision, patch or static), the parts whose
+    graph breaks are counted: {name: (function, whether it runs backward)},
+    and the images' size (``size``, or the model's fixed size: SSD)."""
+    if variant == "static" and name not in FIXED_SIZE and size % 32:
+        raise UsageError(f"--static: --size must be a multiple of 32 (the model's size_divisible: the static "
+                         f"canvas is --size x --size), got {size}")
     torch.manual_seed(0)
     model = build_model(name, size)
+    fixed = fixed_size(model)
+    if fixed is not None:  # the model resizes every image to it: the batch is made at that size
+        assert fixed[0] == fixed[1], fixed
+        size = fixed[0]
     xs, targets = batch(name, images, size)
     if variant == "patch":
         from .compat import torchvision as sf_tv
@@ -105,7 +120,10 @@ def torchvision_step(name, *, variant="torchvision", train=True, images=2, size=
     if variant == "static":
         from . import detection as sf_det
 
-        model = sf_det.make_static(model, (size, size), MAX_BOXES)
+        try:
+            model = sf_det.make_static(model, (size, size), MAX_BOXES)
+        except (TypeError, ValueError) as e:
+            raise UsageError(f"--static: {e}") from e
         xs, targets = torch.stack(xs), sf_det.pad_targets(targets, MAX_BOXES)
     model.train(train)
     if not train:
@@ -113,7 +131,7 @@ def torchvision_step(name, *, variant="torchvision", train=True, images=2, size=
             with torch.no_grad():
                 return model(xs)
 
-        return step, {"inference": (step, False)}
+        return step, {"inference": (step, False)}, size
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
 
     def step():
@@ -130,7 +148,7 @@ def torchvision_step(name, *, variant="torchvision", train=True, images=2, size=
         loss.backward()
         return loss.detach()
 
-    return step, {"training forward": (forward, False), "forward, loss and backward": (forward_backward, True)}
+    return step, {"training forward": (forward, False), "forward, loss and backward": (forward_backward, True)}, size
 
 
 def user_function(spec):
@@ -159,10 +177,12 @@ def main(argv=None):
                    help="a torchvision detector: " + ", ".join(sorted(MODELS)))
     variant = p.add_mutually_exclusive_group()
     variant.add_argument("--patch", action="store_true", help="with syncfree's drop-in sampler")
-    variant.add_argument("--static", action="store_true", help="make_static's model (two-stage detectors)")
+    variant.add_argument("--static", action="store_true", help="make_static's model")
     p.add_argument("--eval", action="store_true", help="inference instead of a training step")
     p.add_argument("--images", type=int, default=2)
-    p.add_argument("--size", type=int, default=128)
+    p.add_argument("--size", type=int, default=128,
+                   help="image size (default 128; ssd300_vgg16 and ssdlite320_mobilenet_v3_large: their own, "
+                        "300 and 320)")
     p.add_argument("--warmup", type=int, default=1, help="calls before the one inspected (default 1)")
     p.add_argument("--graph-breaks", action="store_true",
                    help="also the graph breaks (torch._dynamo.explain) of the forward and of the whole step")
@@ -186,10 +206,11 @@ def main(argv=None):
     try:
         if args.torchvision:
             variant = "static" if args.static else "patch" if args.patch else "torchvision"
-            step, parts = torchvision_step(args.torchvision, variant=variant, train=not args.eval,
-                                             images=args.images, size=args.size)
+            step, parts, size = torchvision_step(args.torchvision, variant=variant, train=not args.eval,
+                                                 images=args.images, size=args.size)
             what = (f"{args.torchvision} ({variant}), {'inference' if args.eval else 'training step'}, "
-                    f"{args.images} images of {args.size}x{args.size}")
+                    f"{args.images} images of {size}x{size}"
+                    + (" (the model's fixed size; --size ignored)" if size != args.size else ""))
         else:
             step = user_function(args.function)
             parts = {"function": (step, False)}

@@ -105,9 +105,10 @@ def test_bad_usage(tmp_path, var, value):
 
 
 def test_the_detection_step_runs_in_the_bench_phase_within_its_limits():
-    # The detection step: after the speed targets and before the sanitizers,
-    # under begin's deadline (run_timed with the step's limit), NOT-RUN in a
-    # rehearsal, and its verdict rows read by device_report.py detection.
+    # The detection step, of the default model and then of RetinaNet: after
+    # the speed targets and before the sanitizers, under begin's deadline
+    # (run_timed with the step's limit), NOT-RUN in a rehearsal, and its
+    # verdict rows read by device_report.py detection.
     text = SCRIPT.read_text()
     targets = text.index('scripts/device_report.py targets')
     step = text.index('bench/detection_bench.py --device cuda')
@@ -116,14 +117,22 @@ def test_the_detection_step_runs_in_the_bench_phase_within_its_limits():
     assert targets < step < verdict < sanitize
     block = text[targets:sanitize]
     assert block.count('begin "$name"') == 2 and block.count('"$step_limit"') == 2
+    assert 'for det in default retinanet; do' in block
+    default = block.index("--model fasterrcnn_mobilenet_v3_large_fpn --batch-sizes 2,8 --image-sizes 512,800")
+    retinanet = block.index("--model retinanet_resnet50_fpn --batch-sizes 2 --image-sizes 512)")
+    assert default < retinanet < step
     for aspect in ("syncs", "graph", "speed"):
-        assert f"{aspect}) name=\"detection step: " in block
+        assert f"{aspect}) what=" in block
+    assert 'name="$label: $what"' in block
+    assert 'label="detection step"' in block and 'label="RetinaNet step"' in block
     assert 'not_run "$name"; continue' in block and 'then not_run "$name"' in block
     assert "NOT-MEASURED" in block and "MISSED" in block
-    # What comes back from $OUT: the verdict, the archive and at most four JSONs
+    # What comes back from $OUT: the verdict, the archive and at most five JSONs
     # (the device machine returns at most 8 files).
     copied = set(re.findall(r'"\$OUT/([A-Za-z0-9_.$-]+)"', text))
     jsons = {c for c in copied if c.endswith(".json") and "$" not in c} | {"bench-gpu.json", "bench-gpu-rows.json",
                                                            "bench-gpu-python.json"}
-    assert "bench-gpu-detection.json" in jsons and len(jsons) + 2 <= 8
-    assert "at most 6 files" in text
+    assert '"$OUT/$json.json"' in block
+    jsons |= {f"{name}.json" for name in re.findall(r"\bjson=([A-Za-z0-9_.-]+);", block)}
+    assert {"bench-gpu-detection.json", "bench-gpu-detection-retinanet.json"} <= jsons and len(jsons) + 2 <= 8
+    assert f"at most {len(jsons) + 2} files" in text

@@ -26,7 +26,14 @@ def test_options_and_usage_errors():
     assert detection_bench.parse_image_sizes("128,512x640") == [(128, 128), (512, 640)]
     assert args.modes == ["train"]
     assert detection_bench.parse_args(["--modes", "eval,train"]).modes == ["eval", "train"]
+    # SSD resizes every image to its fixed size: that size is its default and the only one it takes.
+    assert detection_bench.parse_args(["--model", "ssdlite320_mobilenet_v3_large"]).image_sizes == [(320, 320)]
+    assert detection_bench.parse_args(["--model", "ssd300_vgg16", "--device", "cuda"]).image_sizes == [(300, 300)]
+    assert detection_bench.parse_args(["--model", "ssd300_vgg16", "--image-sizes", "300"]).image_sizes == [(300, 300)]
+    assert detection_bench.parse_args(["--model", "retinanet_resnet50_fpn"]).image_sizes == [(128, 128), (256, 256)]
     for argv in (["--impls", "graphed"], ["--impls", "nope"], ["--image-sizes", "100"],
+                 ["--model", "ssdlite320_mobilenet_v3_large", "--image-sizes", "256"],
+                 ["--model", "ssd300_vgg16", "--image-sizes", "300,320"],
                  ["--batch-sizes", "0"], ["--steps", "0"], ["--modes", "test"], ["--modes", ""]):
         with pytest.raises(detection_bench.UsageError):
             detection_bench.parse_args(argv)
@@ -142,3 +149,30 @@ def test_tiny_cpu_run(tmp_path):
         ("train", "torchvision", True, 1), ("train", "static", True, 1),
         ("eval", "torchvision", True, 1), ("eval", "static", True, 1)]
     assert data["results"][0]["speedup_vs_torchvision"] == 1.0
+
+
+def test_a_builder_it_does_not_take_is_a_usage_error(capsys):
+    torchvision_or_skip()
+    assert detection_bench.main(["--model", "keypointrcnn_resnet50_fpn", "--steps", "1", "--warmup", "1"]) == 2
+    assert "not a torchvision Faster R-CNN, Mask R-CNN, RetinaNet, FCOS or SSD builder" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("model, size, batch", [
+    # B = 2: SSDlite's last extra layers are 1x1, whose batch norm needs more than one value in training.
+    ("ssdlite320_mobilenet_v3_large", "320", "2"),
+    pytest.param("retinanet_resnet50_fpn", "64", "1", marks=pytest.mark.models),
+])
+def test_tiny_cpu_run_of_a_one_stage_model(tmp_path, model, size, batch):
+    """A one-stage detector (SSDlite at its fixed 320x320; RetinaNet, a
+    ResNet-50) end to end: every implementation ran, training and eval."""
+    torchvision_or_skip()
+    out = tmp_path / "det.json"
+    rc = detection_bench.main(["--model", model, "--impls", "torchvision,static", "--image-sizes", size,
+                               "--batch-sizes", batch, "--steps", "1", "--warmup", "1", "--max-boxes", "2",
+                               "--modes", "train,eval", "--json", str(out)])
+    data = json.loads(out.read_text())
+    assert rc == 0, data["failures"]
+    assert data["model"] == model and data["complete"] and data["failures"] == []
+    assert [(r["mode"], r["impl"], r["supported"], r["height"]) for r in data["results"]] == [
+        ("train", "torchvision", True, int(size)), ("train", "static", True, int(size)),
+        ("eval", "torchvision", True, int(size)), ("eval", "static", True, int(size))]

@@ -80,14 +80,19 @@ def test_an_unreadable_file_is_not_measured(tmp_path, capsys):
 # --- the detection step (bench/detection_bench.py --device cuda)
 
 
-def detection_json(tmp_path, ratio=2.0, syncs=0, graph_ok=True, drop=None, device="cuda", capture_failed=False):
-    """A detection benchmark JSON for every configuration of DETECTION_CONFIGS:
-    the graphed step `ratio` x faster than torchvision's."""
+DEFAULT_MODEL = "fasterrcnn_mobilenet_v3_large_fpn"
+
+
+def detection_json(tmp_path, ratio=2.0, syncs=0, graph_ok=True, drop=None, device="cuda", capture_failed=False,
+                   model=DEFAULT_MODEL, configs=None):
+    """A detection benchmark JSON of `model` for every configuration that
+    DETECTION_CONFIGS gives it (or `configs`): the graphed step `ratio` x
+    faster than torchvision's."""
     rows, checks = [], []
-    for b, h, w in device_report.DETECTION_CONFIGS:
+    for b, h, w in configs or device_report.DETECTION_CONFIGS[model]:
         if (b, h, w) == drop:
             continue
-        base = dict(model="fasterrcnn_mobilenet_v3_large_fpn", batch=b, height=h, width=w)
+        base = dict(model=model, batch=b, height=h, width=w)
         rows.append(dict(base, impl="torchvision", supported=True, median_ms=100.0))
         rows.append(dict(base, impl="static", supported=True, median_ms=80.0))
         if capture_failed:
@@ -100,7 +105,7 @@ def detection_json(tmp_path, ratio=2.0, syncs=0, graph_ok=True, drop=None, devic
                            detail="finite=True replays-equal=True replay-vs-eager max |diff| 0"
                            if graph_ok else "finite=True replays-equal=False"))
     path = tmp_path / "det.json"
-    path.write_text(json.dumps(dict(device=device, results=rows, checks=checks)))
+    path.write_text(json.dumps(dict(device=device, model=model, results=rows, checks=checks)))
     return str(path)
 
 
@@ -112,7 +117,26 @@ def detection_verdict(capsys, aspect, path):
 @pytest.mark.parametrize("aspect", device_report.DETECTION_ASPECTS)
 def test_detection_all_met(tmp_path, capsys, aspect):
     rc, lines = detection_verdict(capsys, aspect, detection_json(tmp_path))
-    assert rc == 0 and lines[-1] == f"all {len(device_report.DETECTION_CONFIGS)} met", lines
+    assert rc == 0 and lines[-1] == f"all {len(device_report.DETECTION_CONFIGS[DEFAULT_MODEL])} met", lines
+
+
+@pytest.mark.parametrize("aspect", device_report.DETECTION_ASPECTS)
+def test_detection_retinanet_is_judged_at_its_own_configuration(tmp_path, capsys, aspect):
+    # RetinaNet runs at B = 2, 512x512 only: that one result is all it needs,
+    # and without it the aspect is not measured.
+    assert device_report.DETECTION_CONFIGS["retinanet_resnet50_fpn"] == [(2, 512, 512)]
+    rc, lines = detection_verdict(capsys, aspect, detection_json(tmp_path, model="retinanet_resnet50_fpn"))
+    assert rc == 0 and lines[-1] == "all 1 met" and lines[0] == "detection: retinanet_resnet50_fpn", lines
+    path = detection_json(tmp_path, model="retinanet_resnet50_fpn", configs=[(2, 800, 800)])
+    rc, lines = detection_verdict(capsys, aspect, path)
+    assert rc == 1 and lines[-1] == "NOT MEASURED: B=2 512x512", lines
+
+
+@pytest.mark.parametrize("aspect", device_report.DETECTION_ASPECTS)
+def test_detection_a_model_without_configurations_is_not_measured(tmp_path, capsys, aspect):
+    path = detection_json(tmp_path, model="fcos_resnet50_fpn", configs=[(2, 512, 512)])
+    rc, lines = detection_verdict(capsys, aspect, path)
+    assert rc == 1 and lines[-1] == "NOT MEASURED: no configurations for model 'fcos_resnet50_fpn'", lines
 
 
 def test_detection_speed_goal_missed_is_missed_not_met(tmp_path, capsys):

@@ -601,6 +601,7 @@ def test_command_line_graph_breaks(step_module):
     ["fs_cli_step:step", "--static"],
     ["fs_cli_step:step", "--eval"],
     ["--torchvision", "fasterrcnn_resnet50_fpn", "--static", "--patch"],
+    ["--torchvision", "retinanet_resnet50_fpn", "--static", "--size", "100"],
     ["--torchvision", "not_a_model"],
     ["fs_cli_step:step", "--ignore", "bogus_kind"],
     ["fs_cli_step:step", "--warmup", "-1"],
@@ -608,13 +609,34 @@ def test_command_line_graph_breaks(step_module):
 def test_command_line_usage_errors_exit_2(step_module, argv, capsys):
     """Usage errors (no step, a spec without a colon or a part, a non-callable,
     a function and --torchvision both, --static/--eval without --torchvision,
-    --static with --patch, an unknown model or kind, a negative warmup) exit 2
-    with a message, before the step runs."""
+    --static with --patch, --static with a size that is no canvas (not a
+    multiple of 32), an unknown model or kind, a negative warmup) exit 2 with
+    a message, before the step runs."""
     with pytest.raises(SystemExit) as info:
         command_line(argv)
     assert info.value.code == 2
     assert "error:" in capsys.readouterr().err
     assert not (step_module / "calls.txt").exists()
+
+
+@pytest.mark.models
+@pytest.mark.parametrize("model, argv, size", [
+    ("retinanet_resnet50_fpn", ["--size", "64", "--images", "1"], 64),
+    # 2 images: SSDlite's last extra layers are 1x1, whose batch norm needs more than one value in training.
+    ("ssdlite320_mobilenet_v3_large", ["--size", "64", "--images", "2"], 320),
+])
+def test_command_line_static_one_stage_model_has_no_sync(tv, tmp_path, model, argv, size):
+    """--static takes the one-stage detectors: make_static's training step of
+    RetinaNet (a 64x64 canvas) and of SSDlite (its own 320x320: --size is
+    ignored, and said so) has no host sync (exit 0 with --fail)."""
+    out = tmp_path / "static.json"
+    rc = command_line(["--torchvision", model, "--static", "--fail", "--json", str(out), *argv])
+    d = json.loads(out.read_text())
+    assert rc == 0, d["syncs"]
+    assert d["syncs"]["total"] == 0
+    images = argv[argv.index("--images") + 1]
+    assert d["step"].startswith(f"{model} (static), training step, {images} images of {size}x{size}"), d["step"]
+    assert ("--size ignored" in d["step"]) == (size != 64)
 
 
 def test_a_decorated_recursive_function_is_inspected_once_per_outer_call():
