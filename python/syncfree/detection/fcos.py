@@ -49,7 +49,11 @@ def match(model, anchors_one: Tensor, targets: Dict[str, Tensor], num_per_level:
     pairwise_match &= gt_valid[:, None, :]
     # The smallest box among those that match.
     gt_areas = (gt_boxes[..., 2] - gt_boxes[..., 0]) * (gt_boxes[..., 3] - gt_boxes[..., 1])  # [B, G]
-    pairwise_match = pairwise_match.to(torch.float32) * (1e8 - gt_areas[:, None, :])
+    # torchvision's float(match) * (1e8 - area), as a where: a padding box
+    # with non-finite coordinates would make 0 * inf = NaN.
+    area_score = 1e8 - gt_areas[:, None, :]
+    area_score = area_score.to(torch.promote_types(torch.float32, area_score.dtype))
+    pairwise_match = torch.where(pairwise_match, area_score, torch.zeros_like(area_score))
     min_values, matched = pairwise_match.max(dim=2)  # [B, A]
     return torch.where(min_values < 1e-5, torch.full_like(matched, -1), matched)
 
@@ -104,14 +108,15 @@ def postprocess_detections(model, head_outputs: Dict[str, Tensor], anchors_one: 
     ``scores``, ``labels``, ``valid [B, D]``, D = ``detections_per_img``."""
     cls_logits, regression = head_outputs["cls_logits"], head_outputs["bbox_regression"]
     scores = torch.sqrt(torch.sigmoid(cls_logits) * torch.sigmoid(head_outputs["bbox_ctrness"]))
-    anchor, label, score, valid = candidates(scores, num_per_level, model.score_thresh, model.topk_candidates)
+    anchor, label, score, valid = candidates(scores, num_per_level, model.score_thresh, model.topk_candidates,
+                                             _STATIC_FCOS)
     boxes = model.box_coder.decode(gather_rows(regression, anchor), anchors_one[anchor])
     boxes = clip_boxes(boxes, image_size, image_sizes)
     return nms_into_slots(boxes, score, label, valid, model.nms_thresh, model.detections_per_img)
 
 
 class StaticFCOS(StaticDetector):
-    """A torchvision ``FCOS`` (``fcos_resnet50_fpn``, or any backbone and head)
+    """A torchvision ``FCOS`` (``fcos_resnet50_fpn``, or any backbone with its head)
     with a static-shape step: see :func:`make_static`.
 
     Training: ``model(images, padded_targets)`` returns torchvision's

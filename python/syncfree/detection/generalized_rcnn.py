@@ -56,6 +56,8 @@ class StaticRCNN(StaticDetector):
 
     _name = _STATIC_MODEL
     _submodules = ("transform", "backbone", "rpn", "roi_heads")
+    _torchvision_methods = (("rpn.proposal_matcher", "torchvision.models.detection._utils.Matcher", "__call__"),
+                            ("roi_heads.proposal_matcher", "torchvision.models.detection._utils.Matcher", "__call__"))
 
     @property
     def has_mask(self) -> bool:

@@ -22,11 +22,11 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from . import matching
+from . import _names, matching
 from ._names import STATIC_RETINANET as _STATIC_RETINANET
 from .boxes import (box_iou, clip_boxes, complete_box_iou_loss, decode, distance_box_iou_loss, encode, gather_rows,
                     generalized_box_iou_loss)
-from .static import StaticDetector, anchors
+from .static import StaticDetector, anchors, topk_setting
 
 
 def anchors_per_level(features: List[Tensor], num_anchors: int) -> List[int]:
@@ -46,6 +46,9 @@ def match(matcher, anchors_one: Tensor, targets: Dict[str, Tensor]) -> Tensor:
     return matching.match(box_iou(gt_boxes, anchors_one.to(gt_boxes.dtype)), targets["labels"] >= 0, matcher)
 
 
+BOX_LOSSES = ("l1", "smooth_l1", "giou", "diou", "ciou")  # torchvision's _box_loss
+
+
 def box_loss(loss_type: str, box_coder, anchors_b: Tensor, matched_boxes: Tensor, regression: Tensor) -> Tensor:
     """torchvision's ``_box_loss`` per anchor (``[B, A]``, not summed), with
     its defaults (smooth L1's beta 1, the IoU losses' eps 1e-7); the IoU
@@ -59,8 +62,8 @@ def box_loss(loss_type: str, box_coder, anchors_b: Tensor, matched_boxes: Tensor
         return F.smooth_l1_loss(regression, target, reduction="none", beta=1.0).sum(-1)
     losses = {"giou": generalized_box_iou_loss, "diou": distance_box_iou_loss, "ciou": complete_box_iou_loss}
     if loss_type not in losses:
-        raise ValueError(f"{_STATIC_RETINANET}: unsupported box loss {loss_type!r} (torchvision's are l1, "
-                         "smooth_l1, giou, diou and ciou)")
+        raise ValueError(f"{_STATIC_RETINANET}: the model's box loss (head.regression_head._loss_type) must be "
+                         f"one of {', '.join(BOX_LOSSES)} (torchvision's), got {loss_type!r}")
     predicted = decode(box_coder, regression.reshape(-1, 4), anchors_b.reshape(-1, 4))
     return losses[loss_type](predicted, matched_boxes.reshape(-1, 4), eps=1e-7).view(b, a)
 
@@ -94,9 +97,13 @@ def losses(model, targets: Dict[str, Tensor], head_outputs: Dict[str, Tensor], a
 
     # Box regression: the foreground anchors (the others get their own anchor
     # as target, so that their masked loss and its gradient stay finite).
+    # Their regression is zeroed too: the IoU losses of a box decoded from
+    # any output can have a gradient that is not finite (CIoU's
+    # atan(w / h) with h = 0), and 0 times it is NaN.
     anchors_b = anchors_one.expand(b, a, 4)
     matched = gather_rows(targets["boxes"], index)
     matched = torch.where(foreground[..., None], matched, anchors_b)
+    regression = torch.where(foreground[..., None], regression, torch.zeros_like(regression))
     box = box_loss(model.head.regression_head._loss_type, model.head.regression_head.box_coder, anchors_b, matched,
                    regression)
     box = torch.where(foreground, box, torch.zeros_like(box))
@@ -105,27 +112,31 @@ def losses(model, targets: Dict[str, Tensor], head_outputs: Dict[str, Tensor], a
 
 
 def candidates(scores: Tensor, num_per_level: List[int], score_thresh: float,
-               topk_candidates: int) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
+               topk_candidates: int, name: str) -> Tuple[Tensor, Tensor, Tensor, Tensor]:
     """Per level, torchvision's candidates: the scores above ``score_thresh``
     (``scores [B, A, C]``, anchor-major, class-minor as torchvision's
     ``flatten``), their ``topk_candidates`` best (fewer on a level with
     fewer anchors x classes), concatenated over levels. Returns ``(anchor
     [B, S], label [B, S], score [B, S], valid [B, S])``; the invalid slots
     are those beyond the scores that pass, when fewer pass than the slots
-    (their score is -inf)."""
+    (their score is -inf). With ``topk_candidates`` 0, torchvision keeps no
+    candidate: one slot per level, invalid. ``name`` prefixes the error of
+    a negative ``topk_candidates``."""
     b, _, c = scores.shape
+    topk = topk_setting(name, topk_candidates)
     anchor_list, label_list, score_list = [], [], []
     start = 0
     for n in num_per_level:
         level = scores[:, start:start + n].reshape(b, n * c)
         level = torch.where(level > score_thresh, level, torch.full_like(level, float("-inf")))
-        top, idx = level.topk(min(int(topk_candidates), n * c), dim=1)
+        top, idx = level.topk(min(max(topk, 1), n * c), dim=1)
         anchor_list.append(torch.div(idx, c, rounding_mode="floor") + start)
         label_list.append(idx % c)
         score_list.append(top)
         start += n
     score = torch.cat(score_list, dim=1)
-    return torch.cat(anchor_list, dim=1), torch.cat(label_list, dim=1), score, score > score_thresh
+    valid = score > score_thresh if topk > 0 else torch.zeros_like(score, dtype=torch.bool)
+    return torch.cat(anchor_list, dim=1), torch.cat(label_list, dim=1), score, valid
 
 
 def nms_into_slots(boxes: Tensor, scores: Tensor, labels: Tensor, valid: Tensor, nms_thresh: float,
@@ -151,7 +162,7 @@ def postprocess_detections(model, head_outputs: Dict[str, Tensor], anchors_one: 
     cls_logits, regression = head_outputs["cls_logits"], head_outputs["bbox_regression"]
     b = regression.shape[0]
     anchor, label, score, valid = candidates(torch.sigmoid(cls_logits), num_per_level, model.score_thresh,
-                                             model.topk_candidates)
+                                             model.topk_candidates, _STATIC_RETINANET)
     s = anchor.shape[1]
     boxes = decode(model.box_coder, gather_rows(regression, anchor).reshape(-1, 4),
                    anchors_one[anchor.reshape(-1)]).view(b, s, 4)
@@ -161,7 +172,7 @@ def postprocess_detections(model, head_outputs: Dict[str, Tensor], anchors_one: 
 
 class StaticRetinaNet(StaticDetector):
     """A torchvision ``RetinaNet`` (``retinanet_resnet50_fpn``, ``_v2``, or any
-    backbone and head) with a static-shape step: see :func:`make_static`.
+    backbone with its head) with a static-shape step: see :func:`make_static`.
 
     Training: ``model(images, padded_targets)`` returns torchvision's
     ``{"classification", "bbox_regression"}``. Eval: ``model(images)``
@@ -176,7 +187,15 @@ class StaticRetinaNet(StaticDetector):
                             ("head.classification_head",
                              "torchvision.models.detection.retinanet.RetinaNetClassificationHead", "compute_loss"),
                             ("head.regression_head", "torchvision.models.detection.retinanet.RetinaNetRegressionHead",
-                             "compute_loss"))
+                             "compute_loss"),
+                            ("proposal_matcher", "torchvision.models.detection._utils.Matcher", "__call__"))
+
+    def __init__(self, model, image_size: Tuple[int, int], max_boxes: int) -> None:
+        super().__init__(model, image_size, max_boxes)
+        loss_type = getattr(model.head.regression_head, "_loss_type", None)
+        if loss_type not in BOX_LOSSES:
+            raise ValueError(f"{_names.MAKE_STATIC}: model.head.regression_head._loss_type must be one of "
+                             f"{', '.join(BOX_LOSSES)} (torchvision's box losses), got {loss_type!r}")
 
     def forward(self, images: Tensor, targets: Optional[Dict[str, Tensor]] = None, *,
                 image_sizes: Optional[Tensor] = None) -> Dict[str, Tensor]:

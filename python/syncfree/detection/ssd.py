@@ -1,9 +1,10 @@
 """torchvision's SSD (``torchvision.models.detection.ssd``: SSD300 and, with
 its own backbone and head, SSDlite) with a static step: :class:`StaticSSD`.
 
-- Default boxes: torchvision's ``DefaultBoxGenerator`` grid, scaled to the
-  canvas with Python numbers (its ``forward`` makes a tensor from a Python
-  list on the device at every call).
+- Default boxes: torchvision's ``DefaultBoxGenerator`` grid, made on the
+  device (torchvision makes it on the host and copies it at every call) and
+  scaled to the canvas with Python numbers (its ``forward`` makes a tensor
+  from a Python list on the device at every call).
 - Matching: torchvision's ``SSDMatcher`` with padded ground truth: the
   ``Matcher`` (one threshold), then each ground-truth box's best default box
   forced to it (of two boxes with the same best default box, the later one,
@@ -16,6 +17,7 @@ its own backbone and head, SSDlite) with a static step: :class:`StaticSSD`.
   ``min(topk_candidates, default boxes)`` candidates, NMS per class merged by
   rank into ``detections_per_img`` slots (:func:`~.boxes.nms_rows`).
 """
+import math
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -25,20 +27,55 @@ from torch import Tensor
 from . import matching
 from ._names import STATIC_SSD as _STATIC_SSD
 from .boxes import box_iou, clip_boxes, decode, encode, gather_rows, nms_rows
-from .static import StaticDetector
+from .static import StaticDetector, topk_setting
+
+
+def _wh_pairs(generator, k: int) -> List[float]:
+    """The width-height pairs of level ``k`` (``[w0, h0, w1, h1, ...]``, as
+    Python numbers): torchvision's ``DefaultBoxGenerator._generate_wh_pairs``,
+    from the generator's ``scales`` and ``aspect_ratios``."""
+    s_k = generator.scales[k]
+    s_prime_k = math.sqrt(generator.scales[k] * generator.scales[k + 1])
+    pairs = [s_k, s_k, s_prime_k, s_prime_k]
+    for ar in generator.aspect_ratios[k]:
+        sq_ar = math.sqrt(ar)
+        w, h = generator.scales[k] * sq_ar, generator.scales[k] / sq_ar
+        pairs += [w, h, h, w]
+    return pairs
 
 
 def default_boxes(generator, feature_list: List[Tensor], image_size: Tuple[int, int]) -> Tensor:
     """torchvision's ``DefaultBoxGenerator.forward`` for one image of the
-    canvas ``image_size``: ``[A, 4]`` (x1, y1, x2, y2). The grid is
-    torchvision's own (``_grid_default_boxes``, computed on the host as
-    torchvision computes it) and is copied to the device without blocking;
-    the scaling multiplies by the canvas's width and height as Python
-    numbers, which is what torchvision's product with an integer tensor
-    computes."""
-    grid_sizes = [f.shape[-2:] for f in feature_list]
+    canvas ``image_size``: ``[A, 4]`` (x1, y1, x2, y2), bit for bit.
+
+    torchvision computes the grid on the host at every call and copies it to
+    the device (a copy from pageable memory, which a CUDA graph cannot
+    capture); here every tensor is made on the features' device from Python
+    numbers (fills, ``arange``), with torchvision's operations and dtypes
+    (the width-height pairs in float32, as its ``_wh_pairs``). The one
+    division divides by a tensor, not a Python number: a CUDA kernel would
+    multiply by the reciprocal, which can round differently."""
     dtype, device = feature_list[0].dtype, feature_list[0].device
-    grid = generator._grid_default_boxes(grid_sizes, list(image_size), dtype=dtype).to(device, non_blocking=True)
+    levels = []
+    for k, feature in enumerate(feature_list):
+        fh, fw = int(feature.shape[-2]), int(feature.shape[-1])
+        if generator.steps is not None:
+            x_f, y_f = image_size[1] / generator.steps[k], image_size[0] / generator.steps[k]
+        else:
+            y_f, x_f = fh, fw
+        steps_x = torch.arange(0, fw, device=device) + 0.5
+        steps_y = torch.arange(0, fh, device=device) + 0.5
+        shifts_x = (steps_x / torch.full((), x_f, dtype=steps_x.dtype, device=device)).to(dtype=dtype)
+        shifts_y = (steps_y / torch.full((), y_f, dtype=steps_y.dtype, device=device)).to(dtype=dtype)
+        shift_y, shift_x = torch.meshgrid(shifts_y, shifts_x, indexing="ij")
+        shift_x, shift_y = shift_x.reshape(-1), shift_y.reshape(-1)
+        values = _wh_pairs(generator, k)
+        wh = torch.stack([torch.full((), v, dtype=torch.float32, device=device) for v in values]).view(-1, 2)
+        shifts = torch.stack((shift_x, shift_y) * wh.shape[0], dim=-1).reshape(-1, 2)
+        if generator.clip:
+            wh = wh.clamp(min=0, max=1)
+        levels.append(torch.cat((shifts, wh.repeat(fh * fw, 1)), dim=1))
+    grid = torch.cat(levels, dim=0)
     height, width = float(image_size[0]), float(image_size[1])
     low = grid[:, :2] - 0.5 * grid[:, 2:]
     high = grid[:, :2] + 0.5 * grid[:, 2:]
@@ -48,14 +85,10 @@ def default_boxes(generator, feature_list: List[Tensor], image_size: Tuple[int, 
 def match(matcher, anchors_one: Tensor, targets: Dict[str, Tensor]) -> Tensor:
     """torchvision's ``SSDMatcher`` on each image's ground truth and default
     boxes: ``[B, A]`` ground-truth indices, -1 background."""
-    from torchvision.models.detection._utils import SSDMatcher
-
     gt_boxes = targets["boxes"]
     gt_valid = targets["labels"] >= 0
     iou = box_iou(gt_boxes, anchors_one.to(gt_boxes.dtype))  # [B, G, A]
     matches = matching.match(iou, gt_valid, matcher)
-    if not isinstance(matcher, SSDMatcher):
-        return matches
     b, g, a = iou.shape
     # Each ground-truth box's best default box is its match: torchvision's
     # matches[best] = arange(G), where a later box overwrites an earlier one
@@ -116,9 +149,10 @@ def postprocess_detections(model, head_outputs: Dict[str, Tensor], anchors_one: 
     # the scores above the threshold, their best topk_candidates.
     scores = pred_scores[..., 1:].transpose(1, 2)  # [B, C - 1, A]
     scores = torch.where(scores > model.score_thresh, scores, torch.full_like(scores, float("-inf")))
-    k = min(int(model.topk_candidates), a)
+    topk = topk_setting(_STATIC_SSD, model.topk_candidates)  # 0: no candidate, one invalid slot per class
+    k = min(max(topk, 1), a)
     score, idx = scores.topk(k, dim=2)  # [B, C - 1, k]
-    valid = score > model.score_thresh
+    valid = score > model.score_thresh if topk > 0 else torch.zeros_like(score, dtype=torch.bool)
     candidate_boxes = gather_rows(boxes, idx.reshape(b, -1)).view(b, num_classes - 1, k, 4)
     n = (num_classes - 1) * k
     candidate = torch.arange(n, device=idx.device).view(num_classes - 1, k)  # class-major
@@ -135,7 +169,7 @@ def postprocess_detections(model, head_outputs: Dict[str, Tensor], anchors_one: 
 
 class StaticSSD(StaticDetector):
     """A torchvision ``SSD`` (``ssd300_vgg16``, ``ssdlite320_mobilenet_v3_large``,
-    or any backbone and head) with a static-shape step: see
+    or any backbone with its head) with a static-shape step: see
     :func:`make_static`. Its canvas is the transform's ``fixed_size`` (SSD
     resizes every image to it).
 
@@ -147,7 +181,14 @@ class StaticSSD(StaticDetector):
     _name = _STATIC_SSD
     _submodules = ("transform", "backbone", "anchor_generator", "head")
     _torchvision_methods = (("", "torchvision.models.detection.ssd.SSD", "compute_loss"),
-                            ("", "torchvision.models.detection.ssd.SSD", "postprocess_detections"))
+                            ("", "torchvision.models.detection.ssd.SSD", "postprocess_detections"),
+                            ("proposal_matcher", "torchvision.models.detection._utils.SSDMatcher", "__call__"),
+                            ("anchor_generator", "torchvision.models.detection.anchor_utils.DefaultBoxGenerator",
+                             "forward"),
+                            ("anchor_generator", "torchvision.models.detection.anchor_utils.DefaultBoxGenerator",
+                             "_grid_default_boxes"),
+                            ("anchor_generator", "torchvision.models.detection.anchor_utils.DefaultBoxGenerator",
+                             "_generate_wh_pairs"))
 
     def forward(self, images: Tensor, targets: Optional[Dict[str, Tensor]] = None, *,
                 image_sizes: Optional[Tensor] = None) -> Dict[str, Tensor]:

@@ -159,6 +159,16 @@ def _check_methods(model: nn.Module, methods: Tuple[Tuple[str, str, str], ...]) 
                 f"{cls_name}.{method}: the static model computes torchvision's {method}, not this model's")
 
 
+def topk_setting(name: str, value) -> int:
+    """A model's ``topk_candidates`` read at a call: >= 0 (torchvision's
+    ``topk`` fails on a negative one; with 0 it keeps no candidate, and so
+    no detection: the static models give only invalid slots)."""
+    value = int(value)
+    if value < 0:
+        raise ValueError(f"{name}: the model's topk_candidates must be >= 0, got {value}")
+    return value
+
+
 def anchors(generator, images: Tensor, feature_list: List[Tensor], image_size: Tuple[int, int]) -> Tensor:
     """The anchors of one image of ``image_size`` from torchvision's
     ``AnchorGenerator``: ``[A, 4]``, the same for every image of the batch
@@ -174,7 +184,8 @@ def make_static(model: nn.Module, image_size: Tuple[int, int], max_boxes: int) -
     ``model``: a torchvision ``FasterRCNN``, ``MaskRCNN``, ``KeypointRCNN``
     (:class:`StaticRCNN`), ``RetinaNet`` (:class:`StaticRetinaNet`), ``FCOS``
     (:class:`StaticFCOS`) or ``SSD`` (SSD300 and SSDlite: :class:`StaticSSD`),
-    any backbone and head. The returned model holds ``model``'s own
+    with any backbone, and torchvision's heads or heads derived from them
+    that keep their loss and post-processing methods. The returned model holds ``model``'s own
     submodules (its parameters are ``model``'s, not copies, and its
     ``state_dict`` is ``model``'s: a torchvision checkpoint loads into it
     unchanged) and reads every setting from them at each call.
@@ -212,8 +223,11 @@ def make_static(model: nn.Module, image_size: Tuple[int, int], max_boxes: int) -
     from torchvision.models.detection.ssd import SSD
 
     name = _names.MAKE_STATIC
-    if isinstance(model, GeneralizedRCNN) and isinstance(getattr(model, "rpn", None), RegionProposalNetwork) \
-            and isinstance(getattr(model, "roi_heads", None), RoIHeads):
+    if isinstance(model, GeneralizedRCNN):
+        for part, part_cls in (("rpn", RegionProposalNetwork), ("roi_heads", RoIHeads)):
+            if not isinstance(getattr(model, part, None), part_cls):
+                raise TypeError(f"{name}: model.{part} must be a torchvision {part_cls.__name__} (the static "
+                                f"model repeats its computation), got {type(getattr(model, part, None)).__name__}")
         from .generalized_rcnn import StaticRCNN as cls
     elif isinstance(model, RetinaNet):
         from .retinanet import StaticRetinaNet as cls
@@ -228,14 +242,20 @@ def make_static(model: nn.Module, image_size: Tuple[int, int], max_boxes: int) -
             or any(isinstance(s, bool) or not isinstance(s, int) for s in image_size)):
         raise TypeError(f"{name}: image_size must be a pair of ints (H, W), got {image_size!r}")
     divisible = int(getattr(model.transform, "size_divisible", 32))
+    fixed = getattr(model.transform, "fixed_size", None)
+    if fixed is not None:
+        # Every image is resized to fixed_size (W, H), then the batch padded
+        # to size_divisible: that padded size is the canvas.
+        h, w = (-(-int(s) // divisible) * divisible for s in (fixed[1], fixed[0]))
+        if tuple(image_size) != (h, w):
+            padded = "" if (h, w) == (int(fixed[1]), int(fixed[0])) else \
+                f", padded to {h}x{w} (its size_divisible, {divisible})"
+            raise ValueError(f"{name}: this model resizes every image to {int(fixed[1])}x{int(fixed[0])} (its "
+                             f"transform's fixed_size){padded}: image_size must be ({h}, {w}), got "
+                             f"{tuple(image_size)}")
     if any(s <= 0 or s % divisible for s in image_size):
         raise ValueError(f"{name}: image_size must be positive multiples of {divisible} (the "
                          f"model's size_divisible: torchvision would pad to it), got {tuple(image_size)}")
-    fixed = getattr(model.transform, "fixed_size", None)
-    if fixed is not None and tuple(image_size) != (int(fixed[1]), int(fixed[0])):
-        raise ValueError(f"{name}: this model resizes every image to {int(fixed[1])}x{int(fixed[0])} (its "
-                         f"transform's fixed_size): image_size must be ({int(fixed[1])}, {int(fixed[0])}), got "
-                         f"{tuple(image_size)}")
     if isinstance(max_boxes, bool) or not isinstance(max_boxes, int):
         raise TypeError(f"{name}: max_boxes must be an int, got {type(max_boxes).__name__}")
     if max_boxes < 1:

@@ -327,16 +327,21 @@ class StaticCollate:
     def from_model(cls, model, canvas: Tuple[int, int], max_boxes: int) -> "StaticCollate":
         """The collate of a torchvision detection model (or its static
         version): its transform's evaluation size (``min_size[-1]``,
-        ``max_size``, ``fixed_size``: SSD300's and SSDlite's) and, for
-        the R-CNNs, its number of classes (the box predictor's)."""
+        ``max_size``, ``fixed_size``: SSD300's and SSDlite's) and its number
+        of classes, background included (the R-CNNs' box predictor's, the
+        one-stage models' classification head's)."""
         transform = model.transform
         if getattr(transform, "_skip_resize", False):
             raise ValueError(f"{_STATIC_COLLATE}: the model's transform resizes nothing (_skip_resize): build "
                              "StaticCollate(canvas, max_boxes, min_size, max_size) for what it should do")
         num_classes = None
         predictor = getattr(getattr(model, "roi_heads", None), "box_predictor", None)
+        classifier = getattr(getattr(model, "head", None), "classification_head", None)
         if predictor is not None and hasattr(predictor, "cls_score"):
             num_classes = int(predictor.cls_score.out_features)
+        elif classifier is not None:  # RetinaNet and FCOS: num_classes; SSD: num_columns
+            count = getattr(classifier, "num_classes", getattr(classifier, "num_columns", None))
+            num_classes = None if count is None else int(count)
         fixed = getattr(transform, "fixed_size", None)
         return cls(canvas, max_boxes, int(transform.min_size[-1]), int(transform.max_size), num_classes,
                    None if fixed is None else (int(fixed[0]), int(fixed[1])))

@@ -215,6 +215,55 @@ def test_make_static_errors(tv):
         assert str(info.value).startswith(message), str(info.value)
 
 
+def test_make_static_refuses_parts_that_are_not_torchvisions(tv):
+    """The static model repeats torchvision's RPN, RoI heads and matcher: a
+    model whose part is another class, or overrides the matcher's
+    ``__call__``, is refused with the part named."""
+    from torchvision.models.detection._utils import Matcher
+
+    class FirstMatch(Matcher):
+        def __call__(self, match_quality_matrix):
+            return match_quality_matrix.argmax(dim=0)
+
+    cases = []
+    model = tiny_model("faster")
+    model.rpn = nn.Identity()
+    cases.append((model, TypeError, "model.rpn must be a torchvision RegionProposalNetwork (the static model "
+                                    "repeats its computation), got Identity"))
+    model = tiny_model("faster")
+    model.roi_heads = nn.Identity()
+    cases.append((model, TypeError, "model.roi_heads must be a torchvision RoIHeads"))
+    for part in ("rpn", "roi_heads"):
+        model = tiny_model("faster")
+        getattr(model, part).proposal_matcher.__class__ = FirstMatch
+        cases.append((model, NotImplementedError, f"model.{part}.proposal_matcher (FirstMatch) does not use "
+                                                  "torchvision's Matcher.__call__"))
+    for model, error, message in cases:
+        with pytest.raises(error) as info:
+            sf_det.make_static(model, (H, W), G)
+        assert str(info.value).startswith(MAKE + message), str(info.value)
+
+
+def test_make_static_with_a_fixed_size_takes_the_padded_canvas(tv):
+    """A model whose transform resizes every image to a fixed_size that is
+    not a multiple of size_divisible (32) pads each batch to the next
+    multiple: that is the canvas, and the fixed size itself is refused with
+    the reason."""
+    model = tiny_model("faster")
+    model.transform.fixed_size = (100, 90)  # (W, H): padded to 96 x 128
+    assert isinstance(sf_det.make_static(model, (96, 128), G), sf_det.StaticRCNN)
+    for size in [(90, 100), (128, 96), (128, 128)]:
+        with pytest.raises(ValueError) as info:
+            sf_det.make_static(model, size, G)
+        assert str(info.value).startswith(
+            MAKE + "this model resizes every image to 90x100 (its transform's fixed_size), padded to 96x128 (its "
+                   f"size_divisible, 32): image_size must be (96, 128), got {size}"), str(info.value)
+    # torchvision's own transform pads to that canvas.
+    model.eval()
+    images, _ = model.transform([torch.rand(3, 60, 70)])
+    assert tuple(images.tensors.shape[-2:]) == (96, 128) and images.image_sizes == [(90, 100)]
+
+
 def test_static_model_input_errors(tv):
     static = sf_det.make_static(tiny_model("mask"), (H, W), G).train()
     images, targets = make_batch(6, [1, 2], masks=True)

@@ -205,6 +205,75 @@ def test_padding_is_ignored(tv, kind):
     boxes[2, :] = boxes[0, 0]
     assert torch.equal(boxes[padded["labels"] >= 0], padded["boxes"][padded["labels"] >= 0])
     assert_losses_equal(losses[0], static(images, dict(padded, boxes=boxes)))
+    # Padding boxes that are not finite: neither the losses nor the gradients
+    # see them (0 * inf would be NaN).
+    boxes[0, 4] = float("inf")
+    boxes[1, 2:] = float("nan")
+    boxes[2, :, 2:] = float("-inf")
+    model.zero_grad(set_to_none=True)
+    got = static(images, dict(padded, boxes=boxes))
+    assert_losses_equal(losses[0], got)
+    sum(got.values()).backward()
+    grads = [p.grad for p in model.parameters() if p.grad is not None]
+    assert grads and all(torch.isfinite(g).all() for g in grads)
+
+
+@pytest.mark.parametrize("loss_type", ["l1", "smooth_l1", "giou", "diou", "ciou"])
+def test_background_regression_does_not_reach_the_loss_gradient(tv, loss_type):
+    """RetinaNet's box loss on the foreground only: outputs at background
+    anchors that decode to boxes of height 0 (CIoU's atan(w / h) has no
+    finite gradient there) leave the gradient finite and equal to
+    torchvision's, which never computes them."""
+    from syncfree.detection import retinanet
+
+    model = tiny_one_stage("retinanet", loss_type=loss_type).train()
+    static = sf_det.make_static(model, SQUARE, G)
+    images, targets = make_images("retinanet", 3, [2, 1])
+    padded = sf_det.pad_targets(targets, G)
+    x, features = static._features(images, None)
+    feature_list = list(features.values())
+    anchors = retinanet.anchors(static.anchor_generator, x, feature_list, SQUARE)
+    foreground = retinanet.match(model.proposal_matcher, anchors, padded) >= 0
+    assert foreground.any() and not foreground.all()
+    gen = torch.Generator().manual_seed(0)
+    a, c = anchors.shape[0], model.head.classification_head.num_classes
+    regression = 0.1 * torch.randn(2, a, 4, generator=gen)
+    regression[..., 3] = torch.where(foreground, regression[..., 3], torch.full_like(regression[..., 3], -200.0))
+    logits = torch.randn(2, a, c, generator=gen)
+    results = []
+    for compute in (lambda r: retinanet.losses(model, padded, {"cls_logits": logits, "bbox_regression": r}, anchors),
+                    lambda r: model.compute_loss(targets, {"cls_logits": logits, "bbox_regression": r},
+                                                 [anchors, anchors])):
+        r = regression.clone().requires_grad_()
+        losses = compute(r)
+        sum(losses.values()).backward()
+        results.append(({k: v.detach() for k, v in losses.items()}, r.grad))
+    (got, got_grad), (ref, ref_grad) = results
+    assert_losses_equal(ref, got)
+    assert torch.isfinite(got_grad).all()
+    torch.testing.assert_close(got_grad, ref_grad, rtol=1e-5, atol=1e-9)
+
+
+@pytest.mark.parametrize("clip", [True, False])
+@pytest.mark.parametrize("steps", [None, [8, 16]])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_default_boxes_equal_torchvision(tv, dtype, steps, clip):
+    """SSD's default boxes, made on the features' device, are torchvision's
+    generator's bit for bit (its grid computed on the host), for a canvas
+    that is not square, with and without steps and clipping, in each
+    dtype."""
+    from torchvision.models.detection.anchor_utils import DefaultBoxGenerator
+    from torchvision.models.detection.image_list import ImageList
+
+    from syncfree.detection.ssd import default_boxes
+
+    canvas = SSD_CANVAS
+    generator = DefaultBoxGenerator([[2], [2, 3]], min_ratio=0.15, max_ratio=0.9, steps=steps, clip=clip)
+    features = [torch.zeros(1, 4, 16, 20, dtype=dtype), torch.zeros(1, 4, 8, 10, dtype=dtype)]
+    want = generator(ImageList(torch.zeros((1, 3) + canvas, dtype=dtype), [canvas]), features)[0]
+    got = default_boxes(generator, features, canvas)
+    assert got.dtype == want.dtype and got.shape == want.shape
+    assert torch.equal(got, want)
 
 
 # ---- eval: the detections against torchvision
@@ -284,6 +353,28 @@ def test_detections_equal_torchvision(tv, kind, cut):
     valid = out["valid"]
     assert torch.equal(valid, valid.sort(dim=1, descending=True, stable=True).values)
     assert not out["scores"][~valid].any() and not out["boxes"][~valid].any() and not out["labels"][~valid].any()
+
+
+@pytest.mark.parametrize("kind", ["retinanet", "fcos", "ssd"])
+def test_settings_without_candidates_or_slots(tv, kind):
+    """topk_candidates 0 keeps no candidate in torchvision (no detection):
+    only invalid slots; detections_per_img 0: no slot; a negative
+    topk_candidates is an error that names the setting."""
+    model = build(kind).eval()
+    static = sf_det.make_static(model, canvas_of(kind), G).eval()
+    images, _ = make_images(kind, 5, [2, 1])
+    with torch.no_grad():
+        model.topk_candidates = 0
+        assert all(len(d["boxes"]) == 0 for d in model(list(images)))
+        out = static(images)
+        assert out["valid"].shape == (2, model.detections_per_img) and not out["valid"].any()
+        model.topk_candidates, model.detections_per_img = 100, 0
+        assert all(len(d["boxes"]) == 0 for d in model(list(images)))
+        assert static(images)["valid"].shape == (2, 0)
+        model.topk_candidates, model.detections_per_img = -1, 100
+        with pytest.raises(ValueError, match="^syncfree.detection." + CLASSES[kind]
+                                             + ": the model's topk_candidates must be >= 0, got -1"):
+            static(images)
 
 
 # ---- no host syncs, one graph, export
@@ -482,6 +573,40 @@ def test_make_static_errors(tv):
         def compute_loss(self, targets, head_outputs, anchors, matched_idxs):
             losses = super().compute_loss(targets, head_outputs, anchors, matched_idxs)
             return dict(losses, bbox_ctrness=0 * losses["bbox_ctrness"])
+
+    from torchvision.models.detection._utils import Matcher
+    from torchvision.models.detection.anchor_utils import DefaultBoxGenerator
+
+    class TopOneMatcher(Matcher):
+        def __call__(self, match_quality_matrix):
+            return super().__call__(match_quality_matrix).clamp(min=-1)
+
+    class SparseBoxes(DefaultBoxGenerator):
+        def _grid_default_boxes(self, grid_sizes, image_size, dtype=torch.float32):
+            return super()._grid_default_boxes(grid_sizes, image_size, dtype)[::2]
+
+    matched = build("retinanet")
+    matched.proposal_matcher.__class__ = TopOneMatcher
+    ssd_matched = build("ssd")
+    ssd_matched.proposal_matcher = Matcher(0.5, 0.5)
+    sparse = build("ssd")
+    sparse.anchor_generator.__class__ = SparseBoxes
+    for model, where in [(matched, "model.proposal_matcher (TopOneMatcher) does not use torchvision's "
+                                   "Matcher.__call__"),
+                         (ssd_matched, "model.proposal_matcher (Matcher) does not use torchvision's "
+                                       "SSDMatcher.__call__"),
+                         (sparse, "model.anchor_generator (SparseBoxes) does not use torchvision's "
+                                  "DefaultBoxGenerator._grid_default_boxes")]:
+        with pytest.raises(NotImplementedError) as info:
+            sf_det.make_static(model, canvas_of("ssd" if model is not matched else "retinanet"), G)
+        assert str(info.value).startswith(f"syncfree.detection.make_static: {where}"), str(info.value)
+    unknown = build("retinanet")
+    unknown.head.regression_head._loss_type = "iou"
+    with pytest.raises(ValueError) as info:
+        sf_det.make_static(unknown, SQUARE, G)
+    assert str(info.value).startswith(
+        "syncfree.detection.make_static: model.head.regression_head._loss_type must be one of l1, smooth_l1, "
+        "giou, diou, ciou (torchvision's box losses), got 'iou'"), str(info.value)
 
     retinanet = build("retinanet")
     head = retinanet.head.classification_head

@@ -65,6 +65,27 @@ def test_collate_from_model_reads_the_models_settings(tv):
     assert "canvas=(160, 224)" in repr(collate) and "fixed_size" not in repr(collate)
 
 
+@pytest.mark.parametrize("kind", ["retinanet", "fcos", "ssd", "ssdlite"])
+def test_collate_from_a_one_stage_model_reads_its_classes(tv, kind):
+    """The one-stage models' number of classes (their classification head's,
+    background included): a label at or beyond it, which torchvision's
+    losses fail on (an index out of range) and the static losses would take
+    for background, is an error naming the image."""
+    from helpers.detection import tiny_one_stage
+
+    model = tiny_one_stage(kind, num_classes=5)
+    canvas = (128, 128)
+    if kind.startswith("ssd"):
+        canvas = (FIXED[1], FIXED[0])
+        model = tiny_one_stage(kind, num_classes=5, size=FIXED)
+    collate = sf_det.StaticCollate.from_model(model, canvas, G)
+    assert collate.num_classes == 5
+    items = sized_batch(4, [(64, 64), (64, 64)], [1, 2])
+    items[1][1]["labels"][1] = 5
+    with pytest.raises(ValueError, match="^" + COLLATE + r"image 1, box 1: label 5 is outside \[1, 5\)"):
+        collate(items)
+
+
 # A fixed size that is not square, (width, height) as torchvision holds it,
 # so that a swap of its sides shows.
 FIXED = (96, 80)
