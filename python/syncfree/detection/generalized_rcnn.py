@@ -56,8 +56,8 @@ class StaticRCNN(StaticDetector):
 
     _name = _STATIC_MODEL
     _submodules = ("transform", "backbone", "rpn", "roi_heads")
-    _torchvision_methods = (("rpn.proposal_matcher", "torchvision.models.detection._utils.Matcher", "__call__"),
-                            ("roi_heads.proposal_matcher", "torchvision.models.detection._utils.Matcher", "__call__"))
+    _torchvision_methods = tuple((f"{part}.proposal_matcher", "torchvision.models.detection._utils.Matcher", method)
+                                 for part in ("rpn", "roi_heads") for method in ("__call__", "set_low_quality_matches_"))
 
     @property
     def has_mask(self) -> bool:

@@ -188,7 +188,9 @@ class StaticRetinaNet(StaticDetector):
                              "torchvision.models.detection.retinanet.RetinaNetClassificationHead", "compute_loss"),
                             ("head.regression_head", "torchvision.models.detection.retinanet.RetinaNetRegressionHead",
                              "compute_loss"),
-                            ("proposal_matcher", "torchvision.models.detection._utils.Matcher", "__call__"))
+                            ("proposal_matcher", "torchvision.models.detection._utils.Matcher", "__call__"),
+                            ("proposal_matcher", "torchvision.models.detection._utils.Matcher",
+                             "set_low_quality_matches_"))
 
     def __init__(self, model, image_size: Tuple[int, int], max_boxes: int) -> None:
         super().__init__(model, image_size, max_boxes)

@@ -1,9 +1,9 @@
 """torchvision's SSD (``torchvision.models.detection.ssd``: SSD300 and, with
 its own backbone and head, SSDlite) with a static step: :class:`StaticSSD`.
 
-- Default boxes: torchvision's ``DefaultBoxGenerator`` grid, made on the
-  device (torchvision makes it on the host and copies it at every call) and
-  scaled to the canvas with Python numbers (its ``forward`` makes a tensor
+- Default boxes: torchvision's ``DefaultBoxGenerator`` grid bit for bit,
+  made on the device (torchvision makes it on the host and copies it at
+  every call) and scaled to the canvas with Python numbers (its ``forward`` makes a tensor
   from a Python list on the device at every call).
 - Matching: torchvision's ``SSDMatcher`` with padded ground truth: the
   ``Matcher`` (one threshold), then each ground-truth box's best default box
@@ -17,7 +17,6 @@ its own backbone and head, SSDlite) with a static step: :class:`StaticSSD`.
   ``min(topk_candidates, default boxes)`` candidates, NMS per class merged by
   rank into ``detections_per_img`` slots (:func:`~.boxes.nms_rows`).
 """
-import math
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -30,32 +29,32 @@ from .boxes import box_iou, clip_boxes, decode, encode, gather_rows, nms_rows
 from .static import StaticDetector, topk_setting
 
 
-def _wh_pairs(generator, k: int) -> List[float]:
-    """The width-height pairs of level ``k`` (``[w0, h0, w1, h1, ...]``, as
-    Python numbers): torchvision's ``DefaultBoxGenerator._generate_wh_pairs``,
-    from the generator's ``scales`` and ``aspect_ratios``."""
-    s_k = generator.scales[k]
-    s_prime_k = math.sqrt(generator.scales[k] * generator.scales[k + 1])
-    pairs = [s_k, s_k, s_prime_k, s_prime_k]
-    for ar in generator.aspect_ratios[k]:
-        sq_ar = math.sqrt(ar)
-        w, h = generator.scales[k] * sq_ar, generator.scales[k] / sq_ar
-        pairs += [w, h, h, w]
-    return pairs
+def wh_pairs(generator) -> List[List[float]]:
+    """The generator's width-height pairs, per level, as Python numbers
+    (``[w0, h0, w1, h1, ...]``): its ``_wh_pairs``, which torchvision fixes
+    when it builds the generator (read once, by the static model's
+    constructor: they are host tensors)."""
+    return [[float(v) for v in pairs.reshape(-1).tolist()] for pairs in generator._wh_pairs]
 
 
-def default_boxes(generator, feature_list: List[Tensor], image_size: Tuple[int, int]) -> Tensor:
+def default_boxes(generator, feature_list: List[Tensor], image_size: Tuple[int, int],
+                  wh: List[List[float]]) -> Tensor:
     """torchvision's ``DefaultBoxGenerator.forward`` for one image of the
     canvas ``image_size``: ``[A, 4]`` (x1, y1, x2, y2), bit for bit.
+    ``wh``: :func:`wh_pairs` of the generator.
 
     torchvision computes the grid on the host at every call and copies it to
     the device (a copy from pageable memory, which a CUDA graph cannot
     capture); here every tensor is made on the features' device from Python
     numbers (fills, ``arange``), with torchvision's operations and dtypes
-    (the width-height pairs in float32, as its ``_wh_pairs``). The one
-    division divides by a tensor, not a Python number: a CUDA kernel would
-    multiply by the reciprocal, which can round differently."""
+    (the width-height pairs in float32, as its ``_wh_pairs``). The
+    grid's one division, of ``i + 0.5`` by the level's size, is computed in
+    float64 and rounded to the default dtype torchvision computes it in:
+    float32's correctly rounded quotient whatever the division's own
+    rounding (a CUDA kernel, or inductor on a GPU, multiplies by the
+    reciprocal instead)."""
     dtype, device = feature_list[0].dtype, feature_list[0].device
+    work = torch.get_default_dtype()  # torchvision's arange + 0.5 is in it
     levels = []
     for k, feature in enumerate(feature_list):
         fh, fw = int(feature.shape[-2]), int(feature.shape[-1])
@@ -63,18 +62,18 @@ def default_boxes(generator, feature_list: List[Tensor], image_size: Tuple[int, 
             x_f, y_f = image_size[1] / generator.steps[k], image_size[0] / generator.steps[k]
         else:
             y_f, x_f = fh, fw
-        steps_x = torch.arange(0, fw, device=device) + 0.5
-        steps_y = torch.arange(0, fh, device=device) + 0.5
-        shifts_x = (steps_x / torch.full((), x_f, dtype=steps_x.dtype, device=device)).to(dtype=dtype)
-        shifts_y = (steps_y / torch.full((), y_f, dtype=steps_y.dtype, device=device)).to(dtype=dtype)
-        shift_y, shift_x = torch.meshgrid(shifts_y, shifts_x, indexing="ij")
+        shifts = []
+        for n, size in ((fw, x_f), (fh, y_f)):
+            divisor = torch.full((), size, dtype=work, device=device).to(torch.float64)  # as torchvision rounds it
+            steps = torch.arange(0, n, dtype=torch.float64, device=device) + 0.5
+            shifts.append((steps / divisor).to(work).to(dtype))
+        shift_y, shift_x = torch.meshgrid(shifts[1], shifts[0], indexing="ij")
         shift_x, shift_y = shift_x.reshape(-1), shift_y.reshape(-1)
-        values = _wh_pairs(generator, k)
-        wh = torch.stack([torch.full((), v, dtype=torch.float32, device=device) for v in values]).view(-1, 2)
-        shifts = torch.stack((shift_x, shift_y) * wh.shape[0], dim=-1).reshape(-1, 2)
+        pairs = torch.stack([torch.full((), v, dtype=torch.float32, device=device) for v in wh[k]]).view(-1, 2)
+        shifts_xy = torch.stack((shift_x, shift_y) * pairs.shape[0], dim=-1).reshape(-1, 2)
         if generator.clip:
-            wh = wh.clamp(min=0, max=1)
-        levels.append(torch.cat((shifts, wh.repeat(fh * fw, 1)), dim=1))
+            pairs = pairs.clamp(min=0, max=1)
+        levels.append(torch.cat((shifts_xy, pairs.repeat(fh * fw, 1)), dim=1))
     grid = torch.cat(levels, dim=0)
     height, width = float(image_size[0]), float(image_size[1])
     low = grid[:, :2] - 0.5 * grid[:, 2:]
@@ -187,8 +186,12 @@ class StaticSSD(StaticDetector):
                              "forward"),
                             ("anchor_generator", "torchvision.models.detection.anchor_utils.DefaultBoxGenerator",
                              "_grid_default_boxes"),
-                            ("anchor_generator", "torchvision.models.detection.anchor_utils.DefaultBoxGenerator",
-                             "_generate_wh_pairs"))
+                            ("proposal_matcher", "torchvision.models.detection._utils.Matcher",
+                             "set_low_quality_matches_"))
+
+    def __init__(self, model, image_size: Tuple[int, int], max_boxes: int) -> None:
+        super().__init__(model, image_size, max_boxes)
+        self._wh = wh_pairs(self.anchor_generator)
 
     def forward(self, images: Tensor, targets: Optional[Dict[str, Tensor]] = None, *,
                 image_sizes: Optional[Tensor] = None) -> Dict[str, Tensor]:
@@ -200,7 +203,7 @@ class StaticSSD(StaticDetector):
         _, features = self._features(images, image_sizes)
         feature_list = list(features.values())
         head_outputs = self.head(feature_list)
-        anchors_one = default_boxes(self.anchor_generator, feature_list, self.image_size)
+        anchors_one = default_boxes(self.anchor_generator, feature_list, self.image_size, self._wh)
         model = self.torchvision_model
         if self.training:
             assert targets is not None

@@ -163,7 +163,8 @@ def topk_setting(name: str, value) -> int:
     """A model's ``topk_candidates`` read at a call: >= 0 (torchvision's
     ``topk`` fails on a negative one; with 0 it keeps no candidate, and so
     no detection: the static models give only invalid slots)."""
-    value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{name}: the model's topk_candidates must be an int, got {type(value).__name__}")
     if value < 0:
         raise ValueError(f"{name}: the model's topk_candidates must be >= 0, got {value}")
     return value

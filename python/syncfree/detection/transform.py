@@ -287,7 +287,9 @@ class StaticCollate:
     ``image_id`` when the target has one): one whose resized size does not fit the canvas,
     more than ``max_boxes`` boxes, a label outside ``[1, num_classes)`` when
     ``num_classes`` is given (the model's number of classes, background
-    included), a target with masks (or keypoints) beside one without. A mask target is
+    included; with ``background=False``, for the models whose label 0 is a
+    class, RetinaNet's and FCOS's sigmoid heads: outside ``[0,
+    num_classes)``), a target with masks (or keypoints) beside one without. A mask target is
     padded beyond the image by one copy of its last row and column:
     torchvision's RoI Align over the unpadded mask repeats the last row and
     column for samples in the image's last pixel, and over the copy RoI
@@ -296,16 +298,22 @@ class StaticCollate:
     torchvision reads zero."""
 
     def __init__(self, canvas: Tuple[int, int], max_boxes: int, min_size: int = 800, max_size: int = 1333,
-                 num_classes: Optional[int] = None, fixed_size: Optional[Tuple[int, int]] = None) -> None:
+                 num_classes: Optional[int] = None, fixed_size: Optional[Tuple[int, int]] = None,
+                 background: bool = True) -> None:
         if (not isinstance(canvas, (tuple, list)) or len(canvas) != 2
                 or any(isinstance(v, bool) or not isinstance(v, int) or v < 1 for v in canvas)):
             raise ValueError(f"{_STATIC_COLLATE}: canvas must be a pair of positive ints (H, W), got {canvas!r}")
         for name, value in (("max_boxes", max_boxes), ("min_size", min_size), ("max_size", max_size)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"{_STATIC_COLLATE}: {name} must be a positive int, got {value!r}")
+        if not isinstance(background, bool):
+            raise ValueError(f"{_STATIC_COLLATE}: background must be a bool (whether label 0 is the background), "
+                             f"got {background!r}")
+        least = 2 if background else 1
         if num_classes is not None and (isinstance(num_classes, bool) or not isinstance(num_classes, int)
-                                        or num_classes < 2):
-            raise ValueError(f"{_STATIC_COLLATE}: num_classes must be an int >= 2 (background included) or "
+                                        or num_classes < least):
+            what = "background included" if background else "label 0 a class: background=False"
+            raise ValueError(f"{_STATIC_COLLATE}: num_classes must be an int >= {least} ({what}) or "
                              f"None, got {num_classes!r}")
         if fixed_size is not None:
             if (not isinstance(fixed_size, (tuple, list)) or len(fixed_size) != 2
@@ -321,6 +329,7 @@ class StaticCollate:
         self.min_size = int(min_size)
         self.max_size = int(max_size)
         self.num_classes = num_classes
+        self.background = background
         self.fixed_size = None if fixed_size is None else (int(fixed_size[0]), int(fixed_size[1]))
 
     @classmethod
@@ -328,26 +337,30 @@ class StaticCollate:
         """The collate of a torchvision detection model (or its static
         version): its transform's evaluation size (``min_size[-1]``,
         ``max_size``, ``fixed_size``: SSD300's and SSDlite's) and its number
-        of classes, background included (the R-CNNs' box predictor's, the
-        one-stage models' classification head's)."""
+        of classes (the R-CNNs' box predictor's, the one-stage models'
+        classification head's; RetinaNet's and FCOS's label 0 is a class:
+        ``background=False``)."""
         transform = model.transform
         if getattr(transform, "_skip_resize", False):
             raise ValueError(f"{_STATIC_COLLATE}: the model's transform resizes nothing (_skip_resize): build "
                              "StaticCollate(canvas, max_boxes, min_size, max_size) for what it should do")
         num_classes = None
         predictor = getattr(getattr(model, "roi_heads", None), "box_predictor", None)
+        background = True
         classifier = getattr(getattr(model, "head", None), "classification_head", None)
         if predictor is not None and hasattr(predictor, "cls_score"):
             num_classes = int(predictor.cls_score.out_features)
-        elif classifier is not None:  # RetinaNet and FCOS: num_classes; SSD: num_columns
-            count = getattr(classifier, "num_classes", getattr(classifier, "num_columns", None))
-            num_classes = None if count is None else int(count)
+        elif hasattr(classifier, "num_classes"):  # RetinaNet, FCOS: a sigmoid per class, label 0 one of them
+            num_classes, background = int(classifier.num_classes), False
+        elif hasattr(classifier, "num_columns"):  # SSD: a softmax whose column 0 is the background
+            num_classes = int(classifier.num_columns)
         fixed = getattr(transform, "fixed_size", None)
         return cls(canvas, max_boxes, int(transform.min_size[-1]), int(transform.max_size), num_classes,
-                   None if fixed is None else (int(fixed[0]), int(fixed[1])))
+                   None if fixed is None else (int(fixed[0]), int(fixed[1])), background)
 
     def __repr__(self) -> str:
         fixed = "" if self.fixed_size is None else f", fixed_size={self.fixed_size}"
+        fixed += "" if self.background else ", background=False"
         return (f"StaticCollate(canvas={self.canvas}, max_boxes={self.max_boxes}, min_size={self.min_size}, "
                 f"max_size={self.max_size}, num_classes={self.num_classes}{fixed})")
 
@@ -411,12 +424,13 @@ class StaticCollate:
                     target["keypoints"] = resize_keypoints(target["keypoints"], list(original), [h, w])
                 if self.num_classes is not None:
                     labels = target["labels"]
-                    bad = (labels < 1) | (labels >= self.num_classes)
+                    lowest = 1 if self.background else 0
+                    bad = (labels < lowest) | (labels >= self.num_classes)
                     if bool(bad.any()):
                         j = int(bad.nonzero()[0, 0])
+                        why = "the model's classes; 0 is the background" if self.background else "the model's classes"
                         raise ValueError(f"{_STATIC_COLLATE}: {name(i)}, box {j}: label {int(labels[j])} is "
-                                         f"outside [1, {self.num_classes}) (the model's classes; 0 is the "
-                                         "background)")
+                                         f"outside [{lowest}, {self.num_classes}) ({why})")
                 if "masks" in target:
                     target["masks"] = _pad_mask(target["masks"], self.canvas)
                 targets.append(target)

@@ -225,6 +225,10 @@ def test_make_static_refuses_parts_that_are_not_torchvisions(tv):
         def __call__(self, match_quality_matrix):
             return match_quality_matrix.argmax(dim=0)
 
+    class NoLowQuality(Matcher):
+        def set_low_quality_matches_(self, matches, all_matches, match_quality_matrix):
+            pass
+
     cases = []
     model = tiny_model("faster")
     model.rpn = nn.Identity()
@@ -238,6 +242,10 @@ def test_make_static_refuses_parts_that_are_not_torchvisions(tv):
         getattr(model, part).proposal_matcher.__class__ = FirstMatch
         cases.append((model, NotImplementedError, f"model.{part}.proposal_matcher (FirstMatch) does not use "
                                                   "torchvision's Matcher.__call__"))
+        model = tiny_model("faster")
+        getattr(model, part).proposal_matcher.__class__ = NoLowQuality
+        cases.append((model, NotImplementedError, f"model.{part}.proposal_matcher (NoLowQuality) does not use "
+                                                  "torchvision's Matcher.set_low_quality_matches_"))
     for model, error, message in cases:
         with pytest.raises(error) as info:
             sf_det.make_static(model, (H, W), G)

@@ -265,15 +265,60 @@ def test_default_boxes_equal_torchvision(tv, dtype, steps, clip):
     from torchvision.models.detection.anchor_utils import DefaultBoxGenerator
     from torchvision.models.detection.image_list import ImageList
 
-    from syncfree.detection.ssd import default_boxes
+    from syncfree.detection.ssd import default_boxes, wh_pairs
 
     canvas = SSD_CANVAS
     generator = DefaultBoxGenerator([[2], [2, 3]], min_ratio=0.15, max_ratio=0.9, steps=steps, clip=clip)
     features = [torch.zeros(1, 4, 16, 20, dtype=dtype), torch.zeros(1, 4, 8, 10, dtype=dtype)]
     want = generator(ImageList(torch.zeros((1, 3) + canvas, dtype=dtype), [canvas]), features)[0]
-    got = default_boxes(generator, features, canvas)
+    got = default_boxes(generator, features, canvas, wh_pairs(generator))
     assert got.dtype == want.dtype and got.shape == want.shape
     assert torch.equal(got, want)
+
+
+def test_default_box_grid_does_not_depend_on_how_the_division_rounds(tv):
+    """The grid's shifts, (i + 0.5) / size in float32 on the host in
+    torchvision, are computed in float64 and rounded to float32: the same
+    float32 whether float64 divides exactly or multiplies by the reciprocal
+    (CUDA's kernels with a scalar divisor, inductor on a GPU), for every
+    level size of SSD300, SSDlite and canvases up to 1024 (float32's
+    quotient of these numbers is never within float64's error of a
+    rounding boundary)."""
+    sizes = {float(n) for n in range(1, 129)}  # steps None: the feature map's size
+    for canvas in (300, 320, 512, 1024):
+        sizes |= {canvas / step for step in (8, 16, 32, 64, 100, 128, 256, 300, 320, 512)}
+    for size in sorted(sizes):
+        n = 1024
+        steps = torch.arange(0, n) + 0.5  # torchvision's, in float32
+        want = steps / size
+        divisor = torch.tensor(size, dtype=torch.float32).double()
+        wide = torch.arange(0, n, dtype=torch.float64) + 0.5
+        assert torch.equal((wide / divisor).float(), want), size
+        assert torch.equal((wide * (1.0 / divisor)).float(), want), size
+        # float32's own product by the reciprocal is not torchvision's: the
+        # reason for the float64 route.
+    reciprocal = (torch.arange(0, 38) + 0.5) * (1.0 / torch.tensor(37.5))
+    assert not torch.equal(reciprocal, (torch.arange(0, 38) + 0.5) / 37.5)
+
+
+def test_default_boxes_read_the_generators_pairs_once(tv):
+    """The width-height pairs are the generator's _wh_pairs, which
+    torchvision fixes when it builds the generator: changing its scales
+    afterwards changes neither torchvision's boxes nor the static model's."""
+    from syncfree.detection import ssd
+
+    model = build("ssd").eval()
+    static = sf_det.make_static(model, SSD_CANVAS, G).eval()
+    images, _ = make_images("ssd", 2, [1, 1])
+    with torch.no_grad():
+        before = static(images)
+        model.anchor_generator.scales = [2 * s for s in model.anchor_generator.scales]
+        ref = model(list(images))
+        after = static(images)
+    assert_detections_equal(ref, sf_det.to_torchvision(after))
+    for key in before:
+        assert torch.equal(before[key], after[key]), key
+    assert static._wh == ssd.wh_pairs(model.anchor_generator)
 
 
 # ---- eval: the detections against torchvision
@@ -374,6 +419,10 @@ def test_settings_without_candidates_or_slots(tv, kind):
         model.topk_candidates, model.detections_per_img = -1, 100
         with pytest.raises(ValueError, match="^syncfree.detection." + CLASSES[kind]
                                              + ": the model's topk_candidates must be >= 0, got -1"):
+            static(images)
+        model.topk_candidates = 1.5
+        with pytest.raises(TypeError, match="^syncfree.detection." + CLASSES[kind]
+                                            + ": the model's topk_candidates must be an int, got float"):
             static(images)
 
 

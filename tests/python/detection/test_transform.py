@@ -67,23 +67,36 @@ def test_collate_from_model_reads_the_models_settings(tv):
 
 @pytest.mark.parametrize("kind", ["retinanet", "fcos", "ssd", "ssdlite"])
 def test_collate_from_a_one_stage_model_reads_its_classes(tv, kind):
-    """The one-stage models' number of classes (their classification head's,
-    background included): a label at or beyond it, which torchvision's
-    losses fail on (an index out of range) and the static losses would take
-    for background, is an error naming the image."""
+    """The one-stage models' number of classes (their classification
+    head's): a label at or beyond it, which torchvision's losses fail on (an
+    index out of range) and the static RetinaNet and FCOS would give no
+    class target, is an error naming the image. Label 0 is a class of
+    RetinaNet's and FCOS's sigmoid heads (a one-class model takes it), the
+    background of SSD's softmax."""
     from helpers.detection import tiny_one_stage
 
-    model = tiny_one_stage(kind, num_classes=5)
-    canvas = (128, 128)
-    if kind.startswith("ssd"):
-        canvas = (FIXED[1], FIXED[0])
-        model = tiny_one_stage(kind, num_classes=5, size=FIXED)
-    collate = sf_det.StaticCollate.from_model(model, canvas, G)
-    assert collate.num_classes == 5
+    sigmoid = not kind.startswith("ssd")
+    canvas = (128, 128) if sigmoid else (FIXED[1], FIXED[0])
+    size = {} if sigmoid else {"size": FIXED}
+    collate = sf_det.StaticCollate.from_model(tiny_one_stage(kind, num_classes=5, **size), canvas, G)
+    assert (collate.num_classes, collate.background) == (5, not sigmoid)
+    assert ("background=False" in repr(collate)) == sigmoid
     items = sized_batch(4, [(64, 64), (64, 64)], [1, 2])
     items[1][1]["labels"][1] = 5
-    with pytest.raises(ValueError, match="^" + COLLATE + r"image 1, box 1: label 5 is outside \[1, 5\)"):
+    first = 0 if sigmoid else 1
+    with pytest.raises(ValueError, match="^" + COLLATE + rf"image 1, box 1: label 5 is outside \[{first}, 5\)"):
         collate(items)
+    items[1][1]["labels"][1] = 0
+    if sigmoid:
+        assert collate(items)["targets"]["labels"][1, 1] == 0
+        one_class = sf_det.StaticCollate.from_model(tiny_one_stage(kind, num_classes=1), canvas, G)
+        for _, target in items:
+            target["labels"].zero_()
+        assert (one_class(items)["targets"]["labels"] >= 0).sum() == 3
+    else:
+        with pytest.raises(ValueError, match="^" + COLLATE + r"image 1, box 1: label 0 is outside \[1, 5\) \(the "
+                                             r"model's classes; 0 is the background\)"):
+            collate(items)
 
 
 # A fixed size that is not square, (width, height) as torchvision holds it,
