@@ -20,7 +20,7 @@ from torch import Tensor
 from ._names import STATIC_FCOS as _STATIC_FCOS
 from .boxes import clip_boxes, gather_rows, generalized_box_iou_loss
 from .retinanet import anchors_per_level, candidates, nms_into_slots, one_hot_targets
-from .static import StaticDetector, anchors
+from .static import StaticOneStage
 
 
 def match(model, anchors_one: Tensor, targets: Dict[str, Tensor], num_per_level: List[int]) -> Tensor:
@@ -115,7 +115,7 @@ def postprocess_detections(model, head_outputs: Dict[str, Tensor], anchors_one: 
     return nms_into_slots(boxes, score, label, valid, model.nms_thresh, model.detections_per_img)
 
 
-class StaticFCOS(StaticDetector):
+class StaticFCOS(StaticOneStage):
     """A torchvision ``FCOS`` (``fcos_resnet50_fpn``, or any backbone with its head)
     with a static-shape step: see :func:`make_static`.
 
@@ -126,25 +126,15 @@ class StaticFCOS(StaticDetector):
     (invalid slots zeros)."""
 
     _name = _STATIC_FCOS
-    _submodules = ("transform", "backbone", "anchor_generator", "head")
     _torchvision_methods = (("", "torchvision.models.detection.fcos.FCOS", "compute_loss"),
                             ("", "torchvision.models.detection.fcos.FCOS", "postprocess_detections"),
                             ("head", "torchvision.models.detection.fcos.FCOSHead", "compute_loss"))
 
-    def forward(self, images: Tensor, targets: Optional[Dict[str, Tensor]] = None, *,
-                image_sizes: Optional[Tensor] = None) -> Dict[str, Tensor]:
-        """``image_sizes [B, 2]`` (int64, on the images' device): each image's
-        (height, width) in the top-left corner of the canvas; omitted: every
-        image fills the canvas."""
-        self._check_modes()
-        self._check_inputs(images, targets, image_sizes)
-        x, features = self._features(images, image_sizes)
-        feature_list = list(features.values())
-        head_outputs = self.head(feature_list)
-        anchors_one = anchors(self.anchor_generator, x, feature_list, self.image_size)
-        num_per_level = anchors_per_level(feature_list, anchors_one.shape[0])
-        model = self.torchvision_model
-        if self.training:
-            assert targets is not None
-            return losses(model, targets, head_outputs, anchors_one, num_per_level)
-        return postprocess_detections(model, head_outputs, anchors_one, num_per_level, self.image_size, image_sizes)
+    def _losses(self, model, targets, head_outputs, anchors_one, feature_list):
+        return losses(model, targets, head_outputs, anchors_one,
+                      anchors_per_level(feature_list, anchors_one.shape[0]))
+
+    def _detections(self, model, head_outputs, anchors_one, feature_list, image_sizes):
+        return postprocess_detections(model, head_outputs, anchors_one,
+                                      anchors_per_level(feature_list, anchors_one.shape[0]), self.image_size,
+                                      image_sizes)

@@ -26,7 +26,7 @@ from . import _names, matching
 from ._names import STATIC_RETINANET as _STATIC_RETINANET
 from .boxes import (box_iou, clip_boxes, complete_box_iou_loss, decode, distance_box_iou_loss, encode, gather_rows,
                     generalized_box_iou_loss)
-from .static import StaticDetector, anchors, topk_setting
+from .static import StaticOneStage, topk_setting
 
 
 def anchors_per_level(features: List[Tensor], num_anchors: int) -> List[int]:
@@ -170,7 +170,7 @@ def postprocess_detections(model, head_outputs: Dict[str, Tensor], anchors_one: 
     return nms_into_slots(boxes, score, label, valid, model.nms_thresh, model.detections_per_img)
 
 
-class StaticRetinaNet(StaticDetector):
+class StaticRetinaNet(StaticOneStage):
     """A torchvision ``RetinaNet`` (``retinanet_resnet50_fpn``, ``_v2``, or any
     backbone with its head) with a static-shape step: see :func:`make_static`.
 
@@ -180,7 +180,6 @@ class StaticRetinaNet(StaticDetector):
     ``valid [B, D]``, D = ``detections_per_img`` (invalid slots zeros)."""
 
     _name = _STATIC_RETINANET
-    _submodules = ("transform", "backbone", "anchor_generator", "head")
     _torchvision_methods = (("", "torchvision.models.detection.retinanet.RetinaNet", "compute_loss"),
                             ("", "torchvision.models.detection.retinanet.RetinaNet", "postprocess_detections"),
                             ("head", "torchvision.models.detection.retinanet.RetinaNetHead", "compute_loss"),
@@ -199,21 +198,10 @@ class StaticRetinaNet(StaticDetector):
             raise ValueError(f"{_names.MAKE_STATIC}: model.head.regression_head._loss_type must be one of "
                              f"{', '.join(BOX_LOSSES)} (torchvision's box losses), got {loss_type!r}")
 
-    def forward(self, images: Tensor, targets: Optional[Dict[str, Tensor]] = None, *,
-                image_sizes: Optional[Tensor] = None) -> Dict[str, Tensor]:
-        """``image_sizes [B, 2]`` (int64, on the images' device): each image's
-        (height, width) in the top-left corner of the canvas; omitted: every
-        image fills the canvas."""
-        self._check_modes()
-        self._check_inputs(images, targets, image_sizes)
-        x, features = self._features(images, image_sizes)
-        feature_list = list(features.values())
-        head_outputs = self.head(feature_list)
-        anchors_one = anchors(self.anchor_generator, x, feature_list, self.image_size)
-        model = self.torchvision_model
-        if self.training:
-            assert targets is not None
-            return losses(model, targets, head_outputs, anchors_one)
+    def _losses(self, model, targets, head_outputs, anchors_one, feature_list):
+        return losses(model, targets, head_outputs, anchors_one)
+
+    def _detections(self, model, head_outputs, anchors_one, feature_list, image_sizes):
         return postprocess_detections(model, head_outputs, anchors_one,
                                       anchors_per_level(feature_list, anchors_one.shape[0]), self.image_size,
                                       image_sizes)

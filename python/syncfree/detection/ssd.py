@@ -26,7 +26,7 @@ from torch import Tensor
 from . import matching
 from ._names import STATIC_SSD as _STATIC_SSD
 from .boxes import box_iou, clip_boxes, decode, encode, gather_rows, nms_rows
-from .static import StaticDetector, topk_setting
+from .static import StaticOneStage, topk_setting
 
 
 def wh_pairs(generator) -> List[List[float]]:
@@ -166,7 +166,7 @@ def postprocess_detections(model, head_outputs: Dict[str, Tensor], anchors_one: 
             "valid": ok}
 
 
-class StaticSSD(StaticDetector):
+class StaticSSD(StaticOneStage):
     """A torchvision ``SSD`` (``ssd300_vgg16``, ``ssdlite320_mobilenet_v3_large``,
     or any backbone with its head) with a static-shape step: see
     :func:`make_static`. Its canvas is the transform's ``fixed_size`` (SSD
@@ -178,7 +178,6 @@ class StaticSSD(StaticDetector):
     ``valid [B, D]``, D = ``detections_per_img`` (invalid slots zeros)."""
 
     _name = _STATIC_SSD
-    _submodules = ("transform", "backbone", "anchor_generator", "head")
     _torchvision_methods = (("", "torchvision.models.detection.ssd.SSD", "compute_loss"),
                             ("", "torchvision.models.detection.ssd.SSD", "postprocess_detections"),
                             ("proposal_matcher", "torchvision.models.detection._utils.SSDMatcher", "__call__"),
@@ -193,19 +192,11 @@ class StaticSSD(StaticDetector):
         super().__init__(model, image_size, max_boxes)
         self._wh = wh_pairs(self.anchor_generator)
 
-    def forward(self, images: Tensor, targets: Optional[Dict[str, Tensor]] = None, *,
-                image_sizes: Optional[Tensor] = None) -> Dict[str, Tensor]:
-        """``image_sizes [B, 2]`` (int64, on the images' device): each image's
-        (height, width) in the canvas, for the clipping of the detections
-        (torchvision's SSD resizes every image to the canvas: omit it)."""
-        self._check_modes()
-        self._check_inputs(images, targets, image_sizes)
-        _, features = self._features(images, image_sizes)
-        feature_list = list(features.values())
-        head_outputs = self.head(feature_list)
-        anchors_one = default_boxes(self.anchor_generator, feature_list, self.image_size, self._wh)
-        model = self.torchvision_model
-        if self.training:
-            assert targets is not None
-            return losses(model, targets, head_outputs, anchors_one)
+    def _anchors(self, images, feature_list):
+        return default_boxes(self.anchor_generator, feature_list, self.image_size, self._wh)
+
+    def _losses(self, model, targets, head_outputs, anchors_one, feature_list):
+        return losses(model, targets, head_outputs, anchors_one)
+
+    def _detections(self, model, head_outputs, anchors_one, feature_list, image_sizes):
         return postprocess_detections(model, head_outputs, anchors_one, self.image_size, image_sizes)

@@ -140,6 +140,45 @@ class StaticDetector(nn.Module):
         return x, features
 
 
+class StaticOneStage(StaticDetector):
+    """What the one-stage static models (RetinaNet, FCOS, SSD) share: the
+    backbone, the head over every level, the anchors of one image, then the
+    losses or the detections, which each subclass computes (``_anchors``,
+    ``_losses``, ``_detections``)."""
+
+    _submodules = ("transform", "backbone", "anchor_generator", "head")
+
+    def forward(self, images: Tensor, targets: Optional[Dict[str, Tensor]] = None, *,
+                image_sizes: Optional[Tensor] = None) -> Dict[str, Tensor]:
+        """``image_sizes [B, 2]`` (int64, on the images' device): each image's
+        (height, width) in the top-left corner of the canvas, for the zeros
+        beyond it and the clipping of the detections; omitted: every image
+        fills the canvas (SSD, which resizes every image to the canvas)."""
+        self._check_modes()
+        self._check_inputs(images, targets, image_sizes)
+        x, features = self._features(images, image_sizes)
+        feature_list = list(features.values())
+        head_outputs = self.head(feature_list)
+        anchors_one = self._anchors(x, feature_list)
+        model = self.torchvision_model
+        if self.training:
+            assert targets is not None
+            return self._losses(model, targets, head_outputs, anchors_one, feature_list)
+        return self._detections(model, head_outputs, anchors_one, feature_list, image_sizes)
+
+    def _anchors(self, images: Tensor, feature_list: List[Tensor]) -> Tensor:
+        """The anchors of one image of the canvas, ``[A, 4]``."""
+        return anchors(self.anchor_generator, images, feature_list, self.image_size)
+
+    def _losses(self, model: nn.Module, targets: Dict[str, Tensor], head_outputs: Dict[str, Tensor],
+                anchors_one: Tensor, feature_list: List[Tensor]) -> Dict[str, Tensor]:
+        raise NotImplementedError
+
+    def _detections(self, model: nn.Module, head_outputs: Dict[str, Tensor], anchors_one: Tensor,
+                    feature_list: List[Tensor], image_sizes: Optional[Tensor]) -> Dict[str, Tensor]:
+        raise NotImplementedError
+
+
 def _check_methods(model: nn.Module, methods: Tuple[Tuple[str, str, str], ...]) -> None:
     """Refuses a model whose part overrides a torchvision method that the
     static model computes in its own way (its losses or post-processing

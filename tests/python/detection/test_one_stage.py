@@ -232,7 +232,7 @@ def test_background_regression_does_not_reach_the_loss_gradient(tv, loss_type):
     padded = sf_det.pad_targets(targets, G)
     x, features = static._features(images, None)
     feature_list = list(features.values())
-    anchors = retinanet.anchors(static.anchor_generator, x, feature_list, SQUARE)
+    anchors = static._anchors(x, feature_list)
     foreground = retinanet.match(model.proposal_matcher, anchors, padded) >= 0
     assert foreground.any() and not foreground.all()
     gen = torch.Generator().manual_seed(0)
