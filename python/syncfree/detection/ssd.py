@@ -51,8 +51,10 @@ def default_boxes(generator, feature_list: List[Tensor], image_size: Tuple[int, 
     grid's one division, of ``i + 0.5`` by the level's size, is computed in
     float64 and rounded to the default dtype torchvision computes it in:
     float32's correctly rounded quotient whatever the division's own
-    rounding (a CUDA kernel, or inductor on a GPU, multiplies by the
-    reciprocal instead)."""
+    rounding (inductor on a GPU multiplies by the reciprocal instead), with
+    torch's default dtype float32. Unverified on a GPU; there, inductor may
+    also merge the float32 and bfloat16 conversions of bfloat16 features
+    (autocast) into one, which rounds otherwise."""
     dtype, device = feature_list[0].dtype, feature_list[0].device
     work = torch.get_default_dtype()  # torchvision's arange + 0.5 is in it
     levels = []

@@ -10,6 +10,7 @@ pipeline: :class:`~syncfree.detection.StaticCollate`), ``image_sizes [B, 2]``
 and targets padded to ``max_boxes`` (:func:`~syncfree.detection.pad_targets`);
 training returns torchvision's loss dict, eval fixed detection slots with a
 ``valid`` mask."""
+import operator
 from typing import Dict, List, Optional, Tuple
 
 import torch
@@ -202,8 +203,12 @@ def topk_setting(name: str, value) -> int:
     """A model's ``topk_candidates`` read at a call: >= 0 (torchvision's
     ``topk`` fails on a negative one; with 0 it keeps no candidate, and so
     no detection: the static models give only invalid slots)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name}: the model's topk_candidates must be an int, got {type(value).__name__}")
+    if isinstance(value, (bool, Tensor)):
+        raise TypeError(f"{name}: the model's topk_candidates must be an int, got {value!r}")
+    try:
+        value = operator.index(value)  # Python and NumPy integers
+    except TypeError:
+        raise TypeError(f"{name}: the model's topk_candidates must be an int, got {value!r}") from None
     if value < 0:
         raise ValueError(f"{name}: the model's topk_candidates must be >= 0, got {value}")
     return value

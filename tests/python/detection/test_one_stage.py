@@ -422,7 +422,7 @@ def test_settings_without_candidates_or_slots(tv, kind):
             static(images)
         model.topk_candidates = 1.5
         with pytest.raises(TypeError, match="^syncfree.detection." + CLASSES[kind]
-                                            + ": the model's topk_candidates must be an int, got float"):
+                                            + ": the model's topk_candidates must be an int, got 1.5"):
             static(images)
 
 
