@@ -49,6 +49,14 @@ def match(matcher, anchors_one: Tensor, targets: Dict[str, Tensor]) -> Tensor:
 BOX_LOSSES = ("l1", "smooth_l1", "giou", "diou", "ciou")  # torchvision's _box_loss
 
 
+def check_loss_type(name: str, loss_type) -> None:
+    """The regression head's ``_loss_type`` is one of torchvision's box
+    losses (checked by ``make_static`` and at each call: a setting)."""
+    if loss_type not in BOX_LOSSES:
+        raise ValueError(f"{name}: model.head.regression_head._loss_type must be one of "
+                         f"{', '.join(BOX_LOSSES)} (torchvision's box losses), got {loss_type!r}")
+
+
 def box_loss(loss_type: str, box_coder, anchors_b: Tensor, matched_boxes: Tensor, regression: Tensor) -> Tensor:
     """torchvision's ``_box_loss`` per anchor (``[B, A]``, not summed), with
     its defaults (smooth L1's beta 1, the IoU losses' eps 1e-7); the IoU
@@ -60,10 +68,8 @@ def box_loss(loss_type: str, box_coder, anchors_b: Tensor, matched_boxes: Tensor
         if loss_type == "l1":
             return F.l1_loss(regression, target, reduction="none").sum(-1)
         return F.smooth_l1_loss(regression, target, reduction="none", beta=1.0).sum(-1)
+    check_loss_type(_STATIC_RETINANET, loss_type)
     losses = {"giou": generalized_box_iou_loss, "diou": distance_box_iou_loss, "ciou": complete_box_iou_loss}
-    if loss_type not in losses:
-        raise ValueError(f"{_STATIC_RETINANET}: the model's box loss (head.regression_head._loss_type) must be "
-                         f"one of {', '.join(BOX_LOSSES)} (torchvision's), got {loss_type!r}")
     predicted = decode(box_coder, regression.reshape(-1, 4), anchors_b.reshape(-1, 4))
     return losses[loss_type](predicted, matched_boxes.reshape(-1, 4), eps=1e-7).view(b, a)
 
@@ -193,10 +199,7 @@ class StaticRetinaNet(StaticOneStage):
 
     def __init__(self, model, image_size: Tuple[int, int], max_boxes: int) -> None:
         super().__init__(model, image_size, max_boxes)
-        loss_type = getattr(model.head.regression_head, "_loss_type", None)
-        if loss_type not in BOX_LOSSES:
-            raise ValueError(f"{_names.MAKE_STATIC}: model.head.regression_head._loss_type must be one of "
-                             f"{', '.join(BOX_LOSSES)} (torchvision's box losses), got {loss_type!r}")
+        check_loss_type(_names.MAKE_STATIC, getattr(model.head.regression_head, "_loss_type", None))
 
     def _losses(self, model, targets, head_outputs, anchors_one, feature_list):
         return losses(model, targets, head_outputs, anchors_one)
