@@ -9,19 +9,41 @@
 
 #include "host_permutation.h"
 #include "label_compaction.h"
+#include "platform.h"
 #include "row_plan.h"
 
 namespace syncfree {
 namespace core {
 
+// What fill_row_slots does besides writing the slots: nothing (the sampler
+// alone), or a fused gather's part (see RowGather in cpu/common.h).
+struct NoGather {
+  static constexpr bool kGathers = false;
+  const char* item_rows() const { return nullptr; }
+  int64_t row_bytes() const { return 0; }
+  void operator()(int64_t, int64_t) const {}
+};
+
 // Writes slots [begin, end) of one row: indices (or -1) and validity.
 // Evaluates pick_slot() for a batch of slots at a time, class by class.
+//
+// gather: for a fused gather (Gather::kGathers), the first 64 bytes of each
+// picked item's row (item_rows() + index * row_bytes()) are prefetched into
+// the L2 cache as its index is written, and gather(first, last) runs on
+// slots [first, last) one batch behind: after the next batch is written, so
+// that the rows it reads have been in flight during that batch's
+// permutations. Every slot of [begin, end) is passed to it once, in order,
+// the invalid ones last.
+template <typename Gather = NoGather>
 inline void fill_row_slots(const RowPlan& plan, const CompactRow& row, int64_t begin, int64_t end,
-                           int64_t* indices, bool* valid) {
+                           int64_t* indices, bool* valid, const Gather& gather = Gather()) {
   constexpr int64_t kBatch = 256;
   const int64_t num_valid = plan.quota.valid();
   const int64_t num_pos = plan.quota.num_pos;
   const int64_t valid_end = std::min(end, num_valid);
+  const char* item_rows = gather.item_rows();
+  const int64_t row_bytes = gather.row_bytes();
+  int64_t pending = begin;  // slots [pending, b0) are written and not yet gathered
   if (begin < valid_end) {
     // Each permutation is evaluated at most once per slot, and pi (pi') at
     // most once per positive (negative) taken.
@@ -32,6 +54,7 @@ inline void fill_row_slots(const RowPlan& plan, const CompactRow& row, int64_t b
                                     std::min(slots_here, plan.quota.num_neg));
     int64_t t[kBatch], pos_rank[kBatch], neg_rank[kBatch];
     int64_t pos_slot[kBatch], neg_slot[kBatch];
+    int64_t start[kBatch];  // each pick's chunk start (positives, then negatives)
     for (int64_t b0 = begin; b0 < valid_end; b0 += kBatch) {
       const int64_t count = std::min(kBatch, valid_end - b0);
       for (int64_t i = 0; i < count; ++i) t[i] = b0 + i;
@@ -48,14 +71,34 @@ inline void fill_row_slots(const RowPlan& plan, const CompactRow& row, int64_t b
       }
       if (plan.pick_positives) positives.apply(pos_rank, np);
       if (plan.pick_negatives) negatives.apply(neg_rank, nn);
-      for (int64_t i = 0; i < np; ++i) indices[pos_slot[i]] = row.index_of(pos_rank[i], true);
-      for (int64_t i = 0; i < nn; ++i) indices[neg_slot[i]] = row.index_of(neg_rank[i], false);
+      // Ranks to indices in two passes: every workspace entry located and
+      // prefetched, then read (random reads of a workspace beyond the L1
+      // cache, in flight together rather than one after another).
+      for (int64_t i = 0; i < np; ++i) {
+        pos_rank[i] = row.entry_of(pos_rank[i], true, &start[i]);
+        prefetch(row.work + pos_rank[i]);
+      }
+      for (int64_t i = 0; i < nn; ++i) {
+        neg_rank[i] = row.entry_of(neg_rank[i], false, &start[np + i]);
+        prefetch(row.work + neg_rank[i]);
+      }
+      for (int64_t i = 0; i < np; ++i) indices[pos_slot[i]] = start[i] + row.work[pos_rank[i]];
+      for (int64_t i = 0; i < nn; ++i)
+        indices[neg_slot[i]] = start[np + i] + row.work[neg_rank[i]];
       for (int64_t i = 0; i < count; ++i) valid[b0 + i] = true;
+      if constexpr (Gather::kGathers) {
+        for (int64_t i = b0; i < b0 + count; ++i) prefetch_l2(item_rows + indices[i] * row_bytes);
+        if (pending < b0) gather(pending, b0);
+        pending = b0;
+      }
     }
   }
   for (int64_t s = std::max(begin, num_valid); s < end; ++s) {
     indices[s] = -1;
     valid[s] = false;
+  }
+  if constexpr (Gather::kGathers) {
+    if (pending < end) gather(pending, end);
   }
 }
 

@@ -89,8 +89,11 @@ struct CompactRow {
   SYNCFREE_HD int64_t num_positive() const { return pos_prefix[nchunks]; }
   SYNCFREE_HD int64_t num_negative() const { return neg_prefix[nchunks]; }
 
-  // Index of the positive (or negative) of the given rank; rank < class count.
-  SYNCFREE_HD int64_t index_of(int64_t rank, bool positive) const {
+  // Where the positive (or negative) of the given rank lies: its chunk's
+  // first label (*start) and its workspace entry (the return value), which
+  // holds its offset in the chunk; rank < class count. Lets a caller
+  // prefetch work[entry] before reading it (index_of in two steps).
+  SYNCFREE_HD int64_t entry_of(int64_t rank, bool positive, int64_t* start) const {
     const int64_t* prefix = positive ? pos_prefix : neg_prefix;
     // Branch-free search for the largest c with prefix[c] <= rank; that
     // chunk holds the rank (empty chunks have prefix[c + 1] == prefix[c]).
@@ -101,11 +104,17 @@ struct CompactRow {
       lo = prefix[lo + half] <= rank ? lo + half : lo;
       span -= half;
     }
-    const int64_t start = lo * chunk;
+    *start = lo * chunk;
     const int64_t j = rank - prefix[lo];
-    const int64_t len = (n - start) < chunk ? (n - start) : chunk;
-    const int64_t offset = positive ? work[start + j] : work[start + len - 1 - j];
-    return start + offset;
+    const int64_t len = (n - *start) < chunk ? (n - *start) : chunk;
+    return positive ? *start + j : *start + len - 1 - j;
+  }
+
+  // Index of the positive (or negative) of the given rank; rank < class count.
+  SYNCFREE_HD int64_t index_of(int64_t rank, bool positive) const {
+    int64_t start;
+    const int64_t entry = entry_of(rank, positive, &start);
+    return start + work[entry];
   }
 };
 

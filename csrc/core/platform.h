@@ -14,3 +14,28 @@
 #else
 #define SYNCFREE_HD inline
 #endif
+
+namespace syncfree {
+namespace core {
+
+// Hints that *address will be read (host code; no effect on the results):
+// soon (prefetch: into every cache level), or not as soon (prefetch_l2: into
+// the L2 cache).
+inline void prefetch(const void* address) {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(address);
+#else
+  (void)address;
+#endif
+}
+
+inline void prefetch_l2(const void* address) {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(address, 0, 2);
+#else
+  (void)address;
+#endif
+}
+
+}  // namespace core
+}  // namespace syncfree

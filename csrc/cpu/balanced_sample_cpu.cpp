@@ -1,12 +1,16 @@
 // CPU backend of syncfree::balanced_sample: the torch adapter around the
-// framework-free core. Three parallel phases over a uint16 workspace of one
-// entry per label (core/label_compaction.h):
+// framework-free core. Three steps over a uint16 workspace of one entry per
+// label (core/label_compaction.h):
 //   1. compact every (row, chunk) pair, recording per-chunk class counts;
 //   2. turn each row's counts into prefix sums;
 //   3. fill every (row, block of slots) pair from the row's plan.
-// A phase with little work runs on the calling thread (see parallel_grain);
-// every unit writes its own part of the outputs, so the results do not depend
-// on how the units are split over threads.
+// When the rows divide evenly among the threads, or are many (at least four
+// per thread), each row runs whole, rows one after another on each thread
+// (a row's workspace still in the cache for its slots); otherwise each step
+// is a parallel phase over all the rows. A phase with little work runs on
+// the calling thread (see parallel_grain); every unit writes its own part of
+// the outputs, so the results do not depend on how the units are split over
+// threads.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -76,16 +80,18 @@ class Workspace {
   at::Tensor owned_;
 };
 
-// The sampler's three phases over `rows` rows of n labels (data: labels'
-// elements, any strides), writing indices and valid [rows, k]. After phase 3
-// fills a unit's slots, on_block(r, begin, end) runs on them (slots [begin,
-// end) of row r) on the same thread, while they are in the cache: the fused
-// gather's copy; a no-op for balanced_sample. slot_work is the work of one
-// slot (units: cpu/common.h), max_block the most slots of a unit.
-template <typename T, typename OnBlock>
+// The sampler's three steps over `rows` rows of n labels (data: labels'
+// elements, any strides), writing indices and valid [rows, k].
+// row_gather(r) is what core::fill_row_slots does besides, in row r: the
+// fused gather's RowGather (each batch of slots gathered while its indices
+// are in the cache, its rows prefetched a batch ahead), or core::NoGather
+// for balanced_sample. slot_work is the work of one slot (units:
+// cpu/common.h), max_block the most slots of a unit.
+template <typename T, typename RowGatherOf>
 void sample_rows(const at::Tensor& labels, const T* data, const core::BalancedParams& params,
                  const Workspace& ws, int64_t rows, int64_t n, int64_t* out_indices,
-                 bool* out_valid, int64_t slot_work, int64_t max_block, const OnBlock& on_block) {
+                 bool* out_valid, int64_t slot_work, int64_t max_block,
+                 const RowGatherOf& row_gather) {
   const int64_t k = params.num_samples;
   const int64_t chunks = core::num_chunks(n);
   const int64_t prefix_len = chunks + 1;
@@ -100,39 +106,54 @@ void sample_rows(const at::Tensor& labels, const T* data, const core::BalancedPa
   const int64_t prefix_grain = parallel_grain(2 * prefix_len);
   const int64_t slot_grain = parallel_grain(kRowPlanWork + slot_work * slots.size);
 
+  const auto compact_unit = [&](int64_t r, int64_t c) {
+    const int64_t start = c * core::kChunk;
+    const int64_t len = std::min(core::kChunk, n - start);
+    core::compact_chunk_host(data + row_offset(labels, r) + start * stride, stride, len,
+                             negative_label, work + r * n + start,
+                             &pos_prefix[r * prefix_len + c + 1],
+                             &neg_prefix[r * prefix_len + c + 1]);
+  };
+  const auto prefix_row = [&](int64_t r) {
+    core::counts_to_prefix(pos_prefix + r * prefix_len, chunks);
+    core::counts_to_prefix(neg_prefix + r * prefix_len, chunks);
+  };
+  const auto slot_unit = [&](int64_t r, int64_t b) {
+    const core::CompactRow row{work + r * n, pos_prefix + r * prefix_len,
+                               neg_prefix + r * prefix_len, n, chunks};
+    const core::RowPlan plan =
+        core::make_row_plan(params, r, row.num_positive(), row.num_negative());
+    const int64_t first = slots.begin(k, b);
+    const int64_t last = slots.end(k, b);
+    core::fill_row_slots(plan, row, first, last, out_indices + r * k, out_valid + r * k,
+                         row_gather(r));
+  };
+
+  // Rows that divide evenly among the threads, or many rows (at least four
+  // per thread), run whole, one after another on each thread: a row's
+  // workspace is still in the cache when its slots read it (phase by
+  // phase, every row is compacted before any slot is filled).
+  const int64_t threads = std::max(1, at::get_num_threads());
+  if (rows % threads == 0 || rows >= 4 * threads) {
+    const int64_t row_work = n + chunks * kChunkWork + blocks * kRowPlanWork + k * slot_work;
+    at::parallel_for(0, rows, parallel_grain(row_work), [&](int64_t begin, int64_t end) {
+      for (int64_t r = begin; r < end; ++r) {
+        for (int64_t c = 0; c < chunks; ++c) compact_unit(r, c);
+        prefix_row(r);
+        for (int64_t b = 0; b < blocks; ++b) slot_unit(r, b);
+      }
+    });
+    return;
+  }
+
   at::parallel_for(0, rows * chunks, compact_grain, [&](int64_t begin, int64_t end) {
-    for (int64_t u = begin; u < end; ++u) {
-      const int64_t r = u / chunks;
-      const int64_t c = u % chunks;
-      const int64_t start = c * core::kChunk;
-      const int64_t len = std::min(core::kChunk, n - start);
-      core::compact_chunk_host(data + row_offset(labels, r) + start * stride, stride, len,
-                               negative_label, work + r * n + start,
-                               &pos_prefix[r * prefix_len + c + 1],
-                               &neg_prefix[r * prefix_len + c + 1]);
-    }
+    for (int64_t u = begin; u < end; ++u) compact_unit(u / chunks, u % chunks);
   });
-
   at::parallel_for(0, rows, prefix_grain, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      core::counts_to_prefix(pos_prefix + r * prefix_len, chunks);
-      core::counts_to_prefix(neg_prefix + r * prefix_len, chunks);
-    }
+    for (int64_t r = begin; r < end; ++r) prefix_row(r);
   });
-
   at::parallel_for(0, rows * blocks, slot_grain, [&](int64_t begin, int64_t end) {
-    for (int64_t u = begin; u < end; ++u) {
-      const int64_t r = u / blocks;
-      const int64_t b = u % blocks;
-      const core::CompactRow row{work + r * n, pos_prefix + r * prefix_len,
-                                 neg_prefix + r * prefix_len, n, chunks};
-      const core::RowPlan plan =
-          core::make_row_plan(params, r, row.num_positive(), row.num_negative());
-      const int64_t first = slots.begin(k, b);
-      const int64_t last = slots.end(k, b);
-      core::fill_row_slots(plan, row, first, last, out_indices + r * k, out_valid + r * k);
-      on_block(r, first, last);
-    }
+    for (int64_t u = begin; u < end; ++u) slot_unit(u / blocks, u % blocks);
   });
 }
 
@@ -175,15 +196,16 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
   SYNCFREE_DISPATCH_LABEL_TYPES(labels.scalar_type(), "balanced_sample_cpu", [&] {
     sample_rows(labels, static_cast<const scalar_t*>(labels.data_ptr()), params, *workspace, rows,
                 n, out_indices, out_valid, kSlotWork, kSlotBlock,
-                [](int64_t, int64_t, int64_t) {});
+                [](int64_t) { return core::NoGather(); });
   });
   return {indices, valid};
 }
 
-// balanced_sample_gather in one pass: each unit of slots is sampled, then its
-// feature rows and labels gathered (gather_slots) while its indices are in
-// the cache. The same indices as balanced_sample, the same gather as
-// gather_sampled, bit for bit; the indices are returned for the backward.
+// balanced_sample_gather in one pass: each batch of slots is sampled, then
+// its feature rows and labels gathered (FusedGather) while its indices are
+// in the cache, the rows prefetched while the next batch is sampled. The
+// same indices as balanced_sample, the same gather as gather_sampled, bit
+// for bit; the indices are returned for the backward.
 SampleGatherOutputs balanced_sample_gather_cpu(
     const at::Tensor& features, const at::Tensor& labels, int64_t num_samples,
     double positive_fraction, int64_t negative_label, bool fill_positives,
@@ -216,12 +238,6 @@ SampleGatherOutputs balanced_sample_gather_cpu(
   }
   const int64_t row_bytes = feature_width(features, labels.dim()).expect_int() *
                             static_cast<int64_t>(features.element_size());
-  const char* src_ptr = static_cast<const char*>(src.data_ptr());
-  char* dst_ptr = static_cast<char*>(out_features.data_ptr());
-  int64_t* lab_ptr = out_labels.data_ptr<int64_t>();
-  int64_t* out_indices = indices.data_ptr<int64_t>();
-  bool* out_valid = valid.data_ptr<bool>();
-  const int64_t stride = labels.stride(-1);
   // A unit's slots: its sampling and its gather (about kParallelWork / 2 of
   // work at most, fewer slots for wide feature rows).
   const int64_t slot_work = kSlotWork + kGatherSlotWork + row_bytes / 16;
@@ -229,15 +245,10 @@ SampleGatherOutputs balanced_sample_gather_cpu(
   SYNCFREE_DISPATCH_LABEL_TYPES(labels.scalar_type(), "balanced_sample_gather_cpu", [&] {
     const scalar_t* data = static_cast<const scalar_t*>(labels.data_ptr());
     with_row_copy(row_bytes, [&](auto copy) {
-      sample_rows(labels, data, params, *workspace, rows, n, out_indices, out_valid, slot_work,
-                  max_block, [&](int64_t r, int64_t first, int64_t last) {
-                    int64_t unused;  // the sampler's indices are always in [0, n)
-                    gather_slots(copy, src_ptr + r * n * row_bytes, row_bytes,
-                                 data + row_offset(labels, r), stride, n,
-                                 out_indices + r * k + first, out_valid + r * k + first,
-                                 last - first, dst_ptr + (r * k + first) * row_bytes,
-                                 lab_ptr + r * k + first, &unused);
-                  });
+      const FusedGather<scalar_t, decltype(copy)> gather(copy, src, labels, row_bytes, out);
+      sample_rows(labels, data, params, *workspace, rows, n, indices.data_ptr<int64_t>(),
+                  valid.data_ptr<bool>(), slot_work, max_block,
+                  [&](int64_t r) { return gather.row(r); });
     });
   });
   return out;

@@ -21,7 +21,9 @@
 #include <mutex>
 #include <type_traits>
 
-#include "ops/common.h"  // check_generator_device
+#include "core/platform.h"         // prefetch
+#include "ops/common.h"            // check_generator_device
+#include "ops/gather_sampled.h"    // SampleGatherOutputs
 
 namespace syncfree {
 namespace ops {
@@ -104,8 +106,10 @@ inline SlotBlocks slot_blocks(int64_t rows, int64_t k, int64_t max_block) {
 
 // --- the gather of sampled slots -----------------------------------------------------
 // Shared by the gather (gather_sampled_cpu.cpp) and the fused samplers
-// (balanced_sample_gather, stratified_sample_gather), which gather each block
-// of slots right after sampling it.
+// (balanced_sample_gather, stratified_sample_gather, through FusedGather
+// below), which gather their slots as they sample them: each batch of 256
+// slots one batch behind (balanced), each row after sampling it
+// (stratified).
 
 // Work of one gathered slot (units above), besides its bytes / 16.
 constexpr int64_t kGatherSlotWork = 4;
@@ -131,55 +135,53 @@ void with_row_copy(int64_t row_bytes, const Body& body) {
   }
 }
 
+// Software prefetch distance of the gather, in slots: the feature row and
+// label of slot j + kGatherAhead are requested while slot j is copied. On
+// the benchmark machine 8, 16 and 32 did about equally well (64 and 128
+// were slower at one row of 1e6); requesting a batch of 256 rows, then
+// copying them, was 15 to 25% slower where the features outgrow the caches.
+constexpr int64_t kGatherAhead = 16;
+
 // One row's slots [0, count): slot j gets item indices[j]'s feature row
 // (row_bytes bytes from row_features) and label (as int64) when valid[j],
 // zero features and label -1 otherwise. A valid slot whose index is outside
 // [0, n) gets nothing read: it is reported (returns false, *bad_index set)
-// and left as an invalid slot. Per batch of slots, a first pass resolves
-// every slot's source row and prefetches it and its label, a second copies:
-// the random loads of many slots are in flight at once.
+// and left as an invalid slot. The feature row (its first 256 bytes) and the
+// label of the slot kGatherAhead ahead are prefetched, so that many random
+// loads are in flight at once.
 template <typename T, typename Copy>
 bool gather_slots(const Copy& copy, const char* row_features, int64_t row_bytes,
                   const T* row_labels, int64_t label_stride, int64_t n, const int64_t* indices,
                   const bool* valid, int64_t count, char* out_features, int64_t* out_labels,
                   int64_t* bad_index) {
-  constexpr int64_t kBatch = 256;
+  const int64_t prefetch_bytes = std::min<int64_t>(row_bytes, 256);
+  const auto source = [&](int64_t j) -> int64_t {  // the slot's item, or -1: nothing to read
+    const int64_t i = indices[j];
+    return valid[j] && static_cast<uint64_t>(i) < static_cast<uint64_t>(n) ? i : -1;
+  };
+  const auto prefetch_slot = [&](int64_t j) {
+    const int64_t i = source(j);
+    if (i < 0) return;
+    const char* row = row_features + i * row_bytes;
+    for (int64_t b = 0; b < prefetch_bytes; b += 64) core::prefetch(row + b);
+    core::prefetch(row_labels + i * label_stride);
+  };
+  for (int64_t j = 0; j < std::min(kGatherAhead, count); ++j) prefetch_slot(j);
   bool ok = true;
-  int64_t source[kBatch];  // a batch's feature rows; -1: an invalid slot
-  for (int64_t b0 = 0; b0 < count; b0 += kBatch) {
-    const int64_t m = std::min(kBatch, count - b0);
-    bool out_of_range = false;
-    for (int64_t j = 0; j < m; ++j) {
-      const int64_t i = indices[b0 + j];
-      const bool v = valid[b0 + j];
-      const bool in_range = static_cast<uint64_t>(i) < static_cast<uint64_t>(n);
-      source[j] = v && in_range ? i : -1;
-      out_of_range |= v && !in_range;
-      if (v && in_range) {
-        __builtin_prefetch(row_features + i * row_bytes);
-        __builtin_prefetch(row_labels + i * label_stride);
+  for (int64_t j = 0; j < count; ++j) {
+    if (j + kGatherAhead < count) prefetch_slot(j + kGatherAhead);
+    char* dst = out_features + j * row_bytes;
+    const int64_t i = source(j);
+    if (i >= 0) {
+      copy(dst, row_features + i * row_bytes);
+      out_labels[j] = static_cast<int64_t>(row_labels[i * label_stride]);
+    } else {
+      if (valid[j]) {  // valid, but out of range
+        *bad_index = indices[j];
+        ok = false;
       }
-    }
-    if (out_of_range) {
-      for (int64_t j = 0; j < m; ++j) {
-        const int64_t i = indices[b0 + j];
-        if (valid[b0 + j] && static_cast<uint64_t>(i) >= static_cast<uint64_t>(n)) {
-          *bad_index = i;
-          ok = false;
-        }
-      }
-    }
-    for (int64_t j = 0; j < m; ++j) {
-      const int64_t u = b0 + j;
-      char* dst = out_features + u * row_bytes;
-      const int64_t i = source[j];
-      if (i >= 0) {
-        copy(dst, row_features + i * row_bytes);
-        out_labels[u] = static_cast<int64_t>(row_labels[i * label_stride]);
-      } else {
-        std::memset(dst, 0, static_cast<size_t>(row_bytes));
-        out_labels[u] = -1;
-      }
+      std::memset(dst, 0, static_cast<size_t>(row_bytes));
+      out_labels[j] = -1;
     }
   }
   return ok;
@@ -204,6 +206,81 @@ inline int64_t row_offset(const at::Tensor& t, int64_t lead, int64_t r) {
 inline int64_t row_offset(const at::Tensor& labels, int64_t r) {
   return row_offset(labels, labels.dim() - 1, r);
 }
+
+// A fused gather's part in one row (the gather argument of
+// core::fill_row_slots): the row's feature rows and labels, and its slots'
+// outputs (each pointer at the row's slot 0). Sampler indices are always in
+// [0, n): nothing is reported.
+template <typename T, typename Copy>
+struct RowGather {
+  static constexpr bool kGathers = true;
+  const Copy* copy;
+  const char* features;  // the row's n feature rows
+  int64_t bytes;         // per feature row
+  const T* labels;       // the row's first label
+  int64_t label_stride;
+  int64_t n;
+  const int64_t* indices;
+  const bool* valid;
+  char* out_features;
+  int64_t* out_labels;
+
+  const char* item_rows() const { return features; }
+  int64_t row_bytes() const { return bytes; }
+  void operator()(int64_t first, int64_t last) const {
+    int64_t unused;
+    gather_slots(*copy, features, bytes, labels, label_stride, n, indices + first, valid + first,
+                 last - first, out_features + first * bytes, out_labels + first, &unused);
+  }
+};
+
+// A fused call's gather over all its rows (the CPU counterpart of
+// DeviceGather, cuda/adapter.h): the features (contiguous, row_bytes bytes
+// per item), the labels (any strides) and the outputs of
+// empty_sample_gather_outputs; row(r) is row r's RowGather.
+template <typename T, typename Copy>
+class FusedGather {
+ public:
+  FusedGather(const Copy& copy, const at::Tensor& features, const at::Tensor& labels,
+              int64_t row_bytes, SampleGatherOutputs& out)
+      : copy_(&copy),
+        features_(static_cast<const char*>(features.data_ptr())),
+        labels_(labels),
+        label_data_(static_cast<const T*>(labels.data_ptr())),
+        row_bytes_(row_bytes),
+        n_(labels.size(-1)),
+        k_(std::get<3>(out).size(-1)),
+        out_features_(static_cast<char*>(std::get<0>(out).data_ptr())),
+        out_labels_(std::get<1>(out).data_ptr<int64_t>()),
+        valid_(std::get<2>(out).data_ptr<bool>()),
+        indices_(std::get<3>(out).data_ptr<int64_t>()) {}
+
+  RowGather<T, Copy> row(int64_t r) const {
+    return {copy_,
+            features_ + r * n_ * row_bytes_,
+            row_bytes_,
+            label_data_ + row_offset(labels_, r),
+            labels_.stride(-1),
+            n_,
+            indices_ + r * k_,
+            valid_ + r * k_,
+            out_features_ + r * k_ * row_bytes_,
+            out_labels_ + r * k_};
+  }
+
+ private:
+  const Copy* copy_;
+  const char* features_;
+  const at::Tensor& labels_;
+  const T* label_data_;
+  int64_t row_bytes_;
+  int64_t n_;
+  int64_t k_;
+  char* out_features_;
+  int64_t* out_labels_;
+  const bool* valid_;
+  const int64_t* indices_;
+};
 
 }  // namespace ops
 }  // namespace syncfree

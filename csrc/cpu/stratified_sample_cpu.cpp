@@ -130,7 +130,7 @@ std::tuple<at::Tensor, at::Tensor> stratified_sample_cpu(const at::Tensor& label
 }
 
 // stratified_sample_gather in one pass: each row is sampled, then its
-// feature rows and labels gathered (gather_slots) while its indices are in
+// feature rows and labels gathered (FusedGather) while its indices are in
 // the cache. The same indices as stratified_sample, the same gather as
 // gather_sampled, bit for bit; the indices are returned for the backward.
 SampleGatherOutputs stratified_sample_gather_cpu(const at::Tensor& features,
@@ -167,24 +167,14 @@ SampleGatherOutputs stratified_sample_gather_cpu(const at::Tensor& features,
   const int64_t quota_row_stride = quota.dim() == 1 ? 0 : params.num_classes;
   const int64_t row_bytes = feature_width(features, labels.dim()).expect_int() *
                             static_cast<int64_t>(features.element_size());
-  const char* src_ptr = static_cast<const char*>(src.data_ptr());
-  char* dst_ptr = static_cast<char*>(out_features.data_ptr());
-  int64_t* lab_ptr = out_labels.data_ptr<int64_t>();
-  int64_t* out_indices = indices.data_ptr<int64_t>();
-  bool* out_valid = valid.data_ptr<bool>();
-  const int64_t stride = labels.stride(-1);
   const int64_t slot_work = kStratifiedSlotWork + kGatherSlotWork + row_bytes / 16;
   SYNCFREE_DISPATCH_LABEL_TYPES(labels.scalar_type(), "stratified_sample_gather_cpu", [&] {
     const scalar_t* data = static_cast<const scalar_t*>(labels.data_ptr());
     with_row_copy(row_bytes, [&](auto copy) {
+      const FusedGather<scalar_t, decltype(copy)> gather(copy, src, labels, row_bytes, out);
       sample_all(labels, data, quota.data_ptr<int64_t>(), quota_row_stride, params, rows, n,
-                 out_indices, out_valid, slot_work, [&](int64_t r) {
-                   int64_t unused;  // the sampler's indices are always in [0, n)
-                   gather_slots(copy, src_ptr + r * n * row_bytes, row_bytes,
-                                data + row_offset(labels, r), stride, n, out_indices + r * k,
-                                out_valid + r * k, k, dst_ptr + r * k * row_bytes,
-                                lab_ptr + r * k, &unused);
-                 });
+                 indices.data_ptr<int64_t>(), valid.data_ptr<bool>(), slot_work,
+                 [&](int64_t r) { gather.row(r)(0, k); });
     });
   });
   return out;

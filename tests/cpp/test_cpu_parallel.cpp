@@ -46,13 +46,17 @@ class ThreadCount {
 
 TEST(CpuParallel, SameBitsOnOneThreadAndOnSeveral) {
   const ThreadCount restore;
+  // Rows that divide evenly among the threads, or many rows (at least four
+  // per thread), run whole, row by row; the others phase by phase
+  // (compaction, prefix sums, slots), each phase split over the threads or,
+  // with little work, on the calling thread.
   const std::vector<Shape> shapes = {
-      {32, 1000, 100, 16},         // the calling thread only
-      {256, 1000, 100, 16},        // every phase split over threads
+      {32, 1000, 100, 16},         // whole rows, two tasks (32 >= 4 x 3 and 8 x 4)
+      {256, 1000, 100, 16},        // whole rows, as many tasks as threads
       {4096, 64, 6, 16},           // many short rows
-      {1, 100000, 10000, 16},      // one row: two chunks, slot blocks as many as the threads share
-      {2, 3 * 65536 + 9, 9000, 4}, // several chunks and blocks per row
-      {3, 500, 50, 4096},          // wide features: gather blocks of a few slots
+      {1, 100000, 10000, 16},      // one row, phases: two chunks, slot blocks as many as the threads share
+      {2, 3 * 65536 + 9, 9000, 4}, // several chunks and blocks per row (whole rows on 2 threads)
+      {3, 500, 50, 4096},          // wide features: gather blocks of a few slots; phases on the calling thread
       {2, 3000, 2500, 1000},       // wide features, blocks of a row on several threads
   };
   int64_t seed = 11;
