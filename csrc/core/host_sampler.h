@@ -19,9 +19,6 @@ namespace core {
 // alone), or a fused gather's part (see RowGather in cpu/common.h).
 struct NoGather {
   static constexpr bool kGathers = false;
-  const char* item_rows() const { return nullptr; }
-  int64_t row_bytes() const { return 0; }
-  void operator()(int64_t, int64_t) const {}
 };
 
 // Writes slots [begin, end) of one row: indices (or -1) and validity.
@@ -41,8 +38,6 @@ inline void fill_row_slots(const RowPlan& plan, const CompactRow& row, int64_t b
   const int64_t num_valid = plan.quota.valid();
   const int64_t num_pos = plan.quota.num_pos;
   const int64_t valid_end = std::min(end, num_valid);
-  const char* item_rows = gather.item_rows();
-  const int64_t row_bytes = gather.row_bytes();
   int64_t pending = begin;  // slots [pending, b0) are written and not yet gathered
   if (begin < valid_end) {
     // Each permutation is evaluated at most once per slot, and pi (pi') at
@@ -87,7 +82,8 @@ inline void fill_row_slots(const RowPlan& plan, const CompactRow& row, int64_t b
         indices[neg_slot[i]] = start[np + i] + row.work[neg_rank[i]];
       for (int64_t i = 0; i < count; ++i) valid[b0 + i] = true;
       if constexpr (Gather::kGathers) {
-        for (int64_t i = b0; i < b0 + count; ++i) prefetch_l2(item_rows + indices[i] * row_bytes);
+        for (int64_t i = b0; i < b0 + count; ++i)
+          prefetch_l2(gather.item_rows() + indices[i] * gather.row_bytes());
         if (pending < b0) gather(pending, b0);
         pending = b0;
       }
