@@ -26,7 +26,7 @@ from . import _names, matching
 from ._names import STATIC_RETINANET as _STATIC_RETINANET
 from .boxes import (box_iou, clip_boxes, complete_box_iou_loss, decode, distance_box_iou_loss, encode, gather_rows,
                     generalized_box_iou_loss)
-from .static import StaticOneStage, topk_setting
+from .static import StaticOneStage, top_candidates, topk_setting
 
 
 def anchors_per_level(features: List[Tensor], num_anchors: int) -> List[int]:
@@ -130,19 +130,17 @@ def candidates(scores: Tensor, num_per_level: List[int], score_thresh: float,
     a negative ``topk_candidates``."""
     b, _, c = scores.shape
     topk = topk_setting(name, topk_candidates)
-    anchor_list, label_list, score_list = [], [], []
+    anchor_list, label_list, score_list, valid_list = [], [], [], []
     start = 0
     for n in num_per_level:
-        level = scores[:, start:start + n].reshape(b, n * c)
-        level = torch.where(level > score_thresh, level, torch.full_like(level, float("-inf")))
-        top, idx = level.topk(min(max(topk, 1), n * c), dim=1)
+        top, idx, ok = top_candidates(scores[:, start:start + n].reshape(b, n * c), score_thresh, topk)
         anchor_list.append(torch.div(idx, c, rounding_mode="floor") + start)
         label_list.append(idx % c)
         score_list.append(top)
+        valid_list.append(ok)
         start += n
-    score = torch.cat(score_list, dim=1)
-    valid = score > score_thresh if topk > 0 else torch.zeros_like(score, dtype=torch.bool)
-    return torch.cat(anchor_list, dim=1), torch.cat(label_list, dim=1), score, valid
+    return (torch.cat(anchor_list, dim=1), torch.cat(label_list, dim=1), torch.cat(score_list, dim=1),
+            torch.cat(valid_list, dim=1))
 
 
 def nms_into_slots(boxes: Tensor, scores: Tensor, labels: Tensor, valid: Tensor, nms_thresh: float,

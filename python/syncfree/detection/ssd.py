@@ -26,7 +26,7 @@ from torch import Tensor
 from . import matching
 from ._names import STATIC_SSD as _STATIC_SSD
 from .boxes import box_iou, clip_boxes, decode, encode, gather_rows, nms_rows
-from .static import StaticOneStage, topk_setting
+from .static import StaticOneStage, top_candidates, topk_setting
 
 
 def wh_pairs(generator) -> List[List[float]]:
@@ -149,11 +149,9 @@ def postprocess_detections(model, head_outputs: Dict[str, Tensor], anchors_one: 
     # Per class (1 to C - 1, class-major as torchvision's concatenation):
     # the scores above the threshold, their best topk_candidates.
     scores = pred_scores[..., 1:].transpose(1, 2)  # [B, C - 1, A]
-    scores = torch.where(scores > model.score_thresh, scores, torch.full_like(scores, float("-inf")))
     topk = topk_setting(_STATIC_SSD, model.topk_candidates)  # 0: no candidate, one invalid slot per class
-    k = min(max(topk, 1), a)
-    score, idx = scores.topk(k, dim=2)  # [B, C - 1, k]
-    valid = score > model.score_thresh if topk > 0 else torch.zeros_like(score, dtype=torch.bool)
+    score, idx, valid = top_candidates(scores, model.score_thresh, topk)  # [B, C - 1, k]
+    k = idx.shape[2]
     candidate_boxes = gather_rows(boxes, idx.reshape(b, -1)).view(b, num_classes - 1, k, 4)
     n = (num_classes - 1) * k
     candidate = torch.arange(n, device=idx.device).view(num_classes - 1, k)  # class-major

@@ -203,15 +203,28 @@ def topk_setting(name: str, value) -> int:
     """A model's ``topk_candidates`` read at a call: >= 0 (torchvision's
     ``topk`` fails on a negative one; with 0 it keeps no candidate, and so
     no detection: the static models give only invalid slots)."""
-    if isinstance(value, (bool, Tensor)):
-        raise TypeError(f"{name}: the model's topk_candidates must be an int, got {value!r}")
     try:
+        if isinstance(value, (bool, Tensor)):
+            raise TypeError
         value = operator.index(value)  # Python and NumPy integers
     except TypeError:
         raise TypeError(f"{name}: the model's topk_candidates must be an int, got {value!r}") from None
     if value < 0:
         raise ValueError(f"{name}: the model's topk_candidates must be >= 0, got {value}")
     return value
+
+
+def top_candidates(scores: Tensor, score_thresh: float, topk: int) -> Tuple[Tensor, Tensor, Tensor]:
+    """torchvision's candidates along the last dimension: the scores above
+    ``score_thresh``, their best ``topk`` (a ``topk_setting``), as fixed
+    slots ``(score, index, valid)`` of ``min(max(topk, 1), size)`` each; a
+    slot is valid when its score is above the threshold (the others hold
+    -inf). With ``topk`` 0 torchvision keeps no candidate: one invalid
+    slot."""
+    scores = torch.where(scores > score_thresh, scores, torch.full_like(scores, float("-inf")))
+    top, idx = scores.topk(min(max(topk, 1), scores.shape[-1]), dim=-1)
+    valid = top > score_thresh if topk > 0 else torch.zeros_like(top, dtype=torch.bool)
+    return top, idx, valid
 
 
 def anchors(generator, images: Tensor, feature_list: List[Tensor], image_size: Tuple[int, int]) -> Tensor:
