@@ -217,13 +217,12 @@ def _quota_list(op: str, class_quota) -> List[int]:
 # tensors of its own.
 _QUOTAS: Dict[Tuple[Tuple[int, ...], int], List[Optional[Tensor]]] = {}
 _QUOTAS_MAX = 256
-_len_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", None)
-_function_mode_on = getattr(torch._C, "_is_torch_function_mode_enabled", None)
-
-
-def _quota_cache_usable(num_samples) -> bool:
-    return (type(num_samples) is int and _len_dispatch_modes is not None and _function_mode_on is not None
-            and _len_dispatch_modes() == 0 and not _function_mode_on())
+_QUOTA_SEQUENCES = (list, tuple)
+_INT_ONLY = frozenset((int,))
+# Whether a dispatch or torch function mode is active (a torch without these
+# queries: taken as active, so the cache is never used).
+_len_dispatch_modes = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 1)
+_function_mode_on = getattr(torch._C, "_is_torch_function_mode_enabled", lambda: True)
 
 
 def _host_quota(op: str, labels: Tensor, num_samples: int, class_quota) -> Tensor:
@@ -233,8 +232,10 @@ def _host_quota(op: str, labels: Tensor, num_samples: int, class_quota) -> Tenso
     labels' device."""
     key = None
     entry = None
-    if (type(class_quota) in (list, tuple) and all(type(q) is int for q in class_quota)
-            and _quota_cache_usable(num_samples)):
+    # A list or tuple of Python ints only (the set of its element types: a
+    # bool or a float would equal an int key), a Python int num_samples, no mode.
+    if (type(class_quota) in _QUOTA_SEQUENCES and type(num_samples) is int and not _len_dispatch_modes()
+            and not _function_mode_on() and set(map(type, class_quota)) <= _INT_ONLY):
         key = (tuple(class_quota), num_samples)
         entry = _QUOTAS.get(key)
     if entry is None:
@@ -277,7 +278,8 @@ def _stratified_quota(
             _check_bool(op, "fill", fill)
             _check_int(op, "seed", seed, optional=True)
             _check_generator(op, generator)
-        if isinstance(class_quota, Tensor):
+        # A list or tuple first: isinstance(x, Tensor) costs more than the type's test.
+        if type(class_quota) not in _QUOTA_SEQUENCES and isinstance(class_quota, Tensor):
             return class_quota
         if not torch.compiler.is_compiling():
             return _host_quota(op, labels, num_samples, class_quota)
