@@ -29,7 +29,8 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_cpu(const at::Tensor& features
   const GatherShape g = gather_shape(features, labels, indices);
   const int64_t rows = g.rows, n = g.n, k = g.k, width = g.width;
   at::Tensor out_features, out_labels;
-  std::tie(out_features, out_labels) = empty_gather_outputs(features, labels, indices);
+  std::tie(out_features, out_labels) =
+      empty_gather_outputs("gather_sampled", features, labels, indices);
   if (rows * k == 0) return {out_features, out_labels};
 
   // Read in place when contiguous (no view to build), else from a contiguous copy.

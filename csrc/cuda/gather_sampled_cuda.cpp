@@ -67,7 +67,8 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_cuda(const at::Tensor& feature
   check_gather_sampled_args("gather_sampled", features, labels, indices, valid);
   const c10::cuda::CUDAGuard guard(labels.device());
   at::Tensor out_features, out_labels;
-  std::tie(out_features, out_labels) = empty_gather_outputs(features, labels, indices);
+  std::tie(out_features, out_labels) =
+      empty_gather_outputs("gather_sampled", features, labels, indices);
   const DeviceGather gather(features, labels, indices.size(-1));
   gather.launch("gather_sampled", indices, valid, out_features, out_labels);
   return {out_features, out_labels};

@@ -57,16 +57,16 @@ GatherShape gather_shape(const at::Tensor& features, const at::Tensor& labels,
           feature_width(features, labels.dim()).expect_int()};
 }
 
-std::tuple<at::Tensor, at::Tensor> empty_gather_outputs(const at::Tensor& features,
+std::tuple<at::Tensor, at::Tensor> empty_gather_outputs(const char* op, const at::Tensor& features,
                                                         const at::Tensor& labels,
                                                         const at::Tensor& indices) {
   const auto subject = [&] {
     return shape_subject("features", features) + " and " + shape_subject("indices", indices);
   };
-  return {allocate("gather_sampled", subject, "sampled_features",
+  return {allocate(op, subject, "sampled_features",
                    sampled_feature_sizes(features, labels, indices.sym_size(-1)),
                    features.options()),
-          allocate("gather_sampled", subject, "sampled_labels", indices.sym_sizes(),
+          allocate(op, subject, "sampled_labels", indices.sym_sizes(),
                    labels.options().dtype(at::kLong))};
 }
 
@@ -160,7 +160,7 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_meta(const at::Tensor& feature
                                                        const at::Tensor& indices,
                                                        const at::Tensor& valid) {
   check_gather_sampled_args("gather_sampled", features, labels, indices, valid);
-  return empty_gather_outputs(features, labels, indices);
+  return empty_gather_outputs("gather_sampled", features, labels, indices);
 }
 
 // Below autograd (inference, Meta, any backend).
@@ -172,24 +172,31 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_forward(const at::Tensor& feat
   return call_internal_gather(features, labels, indices, valid);
 }
 
-// d sampled_features / d features: gather_sampled_backward (scatter_add of the
-// valid slots' gradients). Indices come from the caller, so a valid slot
-// whose index is outside [0, N) counts as invalid in backward too (as in the
-// generic forward; the CPU forward rejects it).
-class GatherFunction : public torch::autograd::Function<GatherFunction> {
+// The autograd node of a gather, gather_sampled's or a fused *_gather op's:
+// `run` (below autograd) returns the sampled features and labels and the
+// slots' valid and indices; the node's outputs are the sampled features and
+// labels, and valid too when with_valid (a fused op's). Its backward is
+// gather_sampled_backward with those indices and valid: indices that come
+// from the caller (gather_sampled) may lie outside [0, N), and such a valid
+// slot counts as invalid in backward too (as in the generic forward; the CPU
+// forward rejects it).
+class GatherNode : public torch::autograd::Function<GatherNode> {
  public:
   static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
                                                 const at::Tensor& features,
                                                 const at::Tensor& labels,
-                                                const at::Tensor& indices,
-                                                const at::Tensor& valid) {
+                                                c10::function_ref<SampleGatherOutputs()> run,
+                                                bool with_valid) {
     at::AutoDispatchBelowADInplaceOrView guard;
-    at::Tensor out_features, out_labels;
-    std::tie(out_features, out_labels) = call_internal_gather(features, labels, indices, valid);
-    ctx->save_for_backward({indices, valid});
+    const SampleGatherOutputs out = run();
+    ctx->save_for_backward({std::get<3>(out), std::get<2>(out)});
     ctx->saved_data["n"] = labels.sym_size(-1);
-    ctx->mark_non_differentiable({out_labels});
-    return {out_features, out_labels};
+    if (!with_valid) {
+      ctx->mark_non_differentiable({std::get<1>(out)});
+      return {std::get<0>(out), std::get<1>(out)};
+    }
+    ctx->mark_non_differentiable({std::get<1>(out), std::get<2>(out)});
+    return {std::get<0>(out), std::get<1>(out), std::get<2>(out)};
   }
 
   static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
@@ -201,44 +208,29 @@ class GatherFunction : public torch::autograd::Function<GatherFunction> {
   }
 };
 
+// Whether a gather's outputs need a GatherNode: features that need a
+// gradient (otherwise no node, and none of its bookkeeping).
+bool needs_node(const at::Tensor& features) {
+  return features.requires_grad() && at::GradMode::is_enabled();
+}
+
 std::tuple<at::Tensor, at::Tensor> gather_sampled_autograd(const at::Tensor& features,
                                                            const at::Tensor& labels,
                                                            const at::Tensor& indices,
                                                            const at::Tensor& valid) {
   check_gather_sampled_args("gather_sampled", features, labels, indices, valid);  // before a node
-  if (!(features.requires_grad() && at::GradMode::is_enabled())) {
-    // Nothing to differentiate: skip the autograd node (and its bookkeeping).
+  if (!needs_node(features)) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return call_internal_gather(features, labels, indices, valid);
   }
-  auto out = GatherFunction::apply(features, labels, indices, valid);
+  const auto run = [&]() -> SampleGatherOutputs {
+    at::Tensor out_features, out_labels;
+    std::tie(out_features, out_labels) = call_internal_gather(features, labels, indices, valid);
+    return {out_features, out_labels, valid, indices};
+  };
+  auto out = GatherNode::apply(features, labels, run, false);
   return {out[0], out[1]};
 }
-
-// The backward of a fused *_gather op: gather_sampled_backward with the
-// indices and valid of its forward (saved, not inputs).
-class SampleGatherFunction : public torch::autograd::Function<SampleGatherFunction> {
- public:
-  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx,
-                                                const at::Tensor& features,
-                                                const at::Tensor& labels,
-                                                c10::function_ref<SampleGatherOutputs()> fused) {
-    at::AutoDispatchBelowADInplaceOrView guard;
-    const SampleGatherOutputs out = fused();
-    ctx->save_for_backward({std::get<3>(out), std::get<2>(out)});
-    ctx->saved_data["n"] = labels.sym_size(-1);
-    ctx->mark_non_differentiable({std::get<1>(out), std::get<2>(out)});
-    return {std::get<0>(out), std::get<1>(out), std::get<2>(out)};
-  }
-
-  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
-                                                 torch::autograd::variable_list grads) {
-    const auto saved = ctx->get_saved_variables();
-    const c10::SymInt n = ctx->saved_data["n"].toSymInt();
-    return {gather_sampled_backward(grads[0], saved[0], saved[1], n), at::Tensor(),
-            at::Tensor()};
-  }
-};
 
 }  // namespace
 
@@ -246,14 +238,9 @@ SampleGatherOutputs empty_sample_gather_outputs(const char* op, const at::Tensor
                                                 const at::Tensor& labels, int64_t num_samples) {
   at::Tensor indices, valid;
   std::tie(indices, valid) = empty_sample_outputs(op, labels, num_samples);
-  const auto subject = [&] {  // as gather_sampled names it: the indices' shape
-    return shape_subject("features", features) + " and " + shape_subject("indices", indices);
-  };
-  return {allocate(op, subject, "sampled_features",
-                   sampled_feature_sizes(features, labels, num_samples), features.options()),
-          allocate(op, subject, "sampled_labels", indices.sym_sizes(),
-                   labels.options().dtype(at::kLong)),
-          valid, indices};
+  at::Tensor out_features, out_labels;
+  std::tie(out_features, out_labels) = empty_gather_outputs(op, features, labels, indices);
+  return {out_features, out_labels, valid, indices};
 }
 
 std::tuple<at::Tensor, at::Tensor, at::Tensor> drop_indices(const SampleGatherOutputs& out) {
@@ -263,12 +250,11 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> drop_indices(const SampleGatherOu
 std::tuple<at::Tensor, at::Tensor, at::Tensor> sample_gather_autograd(
     const at::Tensor& features, const at::Tensor& labels,
     c10::function_ref<SampleGatherOutputs()> fused) {
-  if (!(features.requires_grad() && at::GradMode::is_enabled())) {
-    // Nothing to differentiate: no autograd node (and none of its bookkeeping).
+  if (!needs_node(features)) {
     at::AutoDispatchBelowADInplaceOrView guard;
     return drop_indices(fused());
   }
-  auto out = SampleGatherFunction::apply(features, labels, fused);
+  auto out = GatherNode::apply(features, labels, fused, true);
   return {out[0], out[1], out[2]};
 }
 

@@ -37,8 +37,9 @@ GatherShape gather_shape(const at::Tensor& features, const at::Tensor& labels,
                          const at::Tensor& indices);
 
 // Uninitialized outputs of a gather: sampled features [..., K, *F] and int64
-// labels [..., K] (symbolic sizes allowed).
-std::tuple<at::Tensor, at::Tensor> empty_gather_outputs(const at::Tensor& features,
+// labels [..., K] (symbolic sizes allowed); `op` names the op the user called
+// in an allocation error.
+std::tuple<at::Tensor, at::Tensor> empty_gather_outputs(const char* op, const at::Tensor& features,
                                                         const at::Tensor& labels,
                                                         const at::Tensor& indices);
 
