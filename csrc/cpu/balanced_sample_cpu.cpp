@@ -214,44 +214,24 @@ SampleGatherOutputs balanced_sample_gather_cpu(
   core::BalancedParams params =
       check_balanced_sample_gather_args(features, labels, num_samples, positive_fraction,
                                         negative_label, fill_positives, seed, generator);
-  SampleGatherOutputs out = empty_sample_gather_outputs(op, features, labels, num_samples);
-  at::Tensor& out_features = std::get<0>(out);
-  at::Tensor& out_labels = std::get<1>(out);
-  at::Tensor& valid = std::get<2>(out);
-  at::Tensor& indices = std::get<3>(out);
-  const int64_t rows = num_rows(labels).expect_int();
-  const int64_t n = labels.size(-1);
-  const int64_t k = num_samples;
-  // The features read in place when contiguous, else copied (before the
-  // draw; not for a call that gathers nothing).
-  const bool gathers = rows > 0 && k > 0 && n > 0;
-  const at::Tensor src = !gathers || features.is_contiguous() ? features : features.contiguous();
+  FusedCall call(op, features, labels, num_samples);
   const std::optional<Workspace> workspace = make_workspace(op, labels, num_samples);
   draw_seed(op, seed, generator, &params);
-  if (rows == 0 || k == 0) return out;
-  if (n == 0) {  // nothing to sample: every slot is invalid
-    indices.fill_(-1);
-    valid.fill_(false);
-    out_features.zero_();
-    out_labels.fill_(-1);
-    return out;
-  }
-  const int64_t row_bytes = feature_width(features, labels.dim()).expect_int() *
-                            static_cast<int64_t>(features.element_size());
+  if (!call.has_slots()) return call.out;
+  if (call.n == 0) return call.all_invalid();  // nothing to sample
   // A unit's slots: its sampling and its gather (about kParallelWork / 2 of
   // work at most, fewer slots for wide feature rows).
-  const int64_t slot_work = kSlotWork + kGatherSlotWork + row_bytes / 16;
+  const int64_t slot_work = kSlotWork + kGatherSlotWork + call.row_bytes / 16;
   const int64_t max_block = std::clamp<int64_t>(kParallelWork / 2 / slot_work, 1, kSlotBlock);
   SYNCFREE_DISPATCH_LABEL_TYPES(labels.scalar_type(), "balanced_sample_gather_cpu", [&] {
     const scalar_t* data = static_cast<const scalar_t*>(labels.data_ptr());
-    with_row_copy(row_bytes, [&](auto copy) {
-      const FusedGather<scalar_t, decltype(copy)> gather(copy, src, labels, row_bytes, out);
-      sample_rows(labels, data, params, *workspace, rows, n, indices.data_ptr<int64_t>(),
-                  valid.data_ptr<bool>(), slot_work, max_block,
-                  [&](int64_t r) { return gather.row(r); });
+    with_row_copy(call.row_bytes, [&](auto copy) {
+      const FusedGather<scalar_t, decltype(copy)> gather(copy, call, labels);
+      sample_rows(labels, data, params, *workspace, call.rows, call.n, call.indices(),
+                  call.valid(), slot_work, max_block, [&](int64_t r) { return gather.row(r); });
     });
   });
-  return out;
+  return call.out;
 }
 
 }  // namespace

@@ -234,26 +234,63 @@ struct RowGather {
   }
 };
 
+// The start of a fused *_gather CPU kernel, after its checks and before its
+// seed is drawn (a call that runs out of memory has not drawn): its outputs
+// (empty_sample_gather_outputs) and the features its gather reads, in place
+// when contiguous, else a contiguous copy (none for a call that gathers
+// nothing).
+struct FusedCall {
+  FusedCall(const char* op, const at::Tensor& features_in, const at::Tensor& labels,
+            int64_t num_samples)
+      : out(empty_sample_gather_outputs(op, features_in, labels, num_samples)),
+        rows(num_rows(labels).expect_int()),
+        n(labels.size(-1)),
+        k(num_samples),
+        row_bytes(feature_width(features_in, labels.dim()).expect_int() *
+                  static_cast<int64_t>(features_in.element_size())),
+        features(rows == 0 || k == 0 || n == 0 || features_in.is_contiguous()
+                     ? features_in
+                     : features_in.contiguous()) {}
+
+  // Whether the outputs have a slot.
+  bool has_slots() const { return rows > 0 && k > 0; }
+  // The outputs with every slot invalid (for rows of no labels): indices and
+  // labels -1, zero features.
+  const SampleGatherOutputs& all_invalid() {
+    std::get<3>(out).fill_(-1);
+    std::get<2>(out).fill_(false);
+    std::get<0>(out).zero_();
+    std::get<1>(out).fill_(-1);
+    return out;
+  }
+  int64_t* indices() { return std::get<3>(out).data_ptr<int64_t>(); }
+  bool* valid() { return std::get<2>(out).data_ptr<bool>(); }
+
+  SampleGatherOutputs out;  // (sampled features, sampled labels, valid, indices)
+  int64_t rows, n, k;
+  int64_t row_bytes;        // bytes per item's feature row
+  at::Tensor features;      // contiguous when the call gathers
+};
+
 // A fused call's gather over all its rows (the CPU counterpart of
-// DeviceGather, cuda/adapter.h): the features (contiguous, row_bytes bytes
-// per item), the labels (any strides) and the outputs of
-// empty_sample_gather_outputs; row(r) is row r's RowGather.
+// DeviceGather, cuda/adapter.h): the call's features (contiguous, row_bytes
+// bytes per item) and outputs, and the labels (any strides); row(r) is row
+// r's RowGather.
 template <typename T, typename Copy>
 class FusedGather {
  public:
-  FusedGather(const Copy& copy, const at::Tensor& features, const at::Tensor& labels,
-              int64_t row_bytes, SampleGatherOutputs& out)
+  FusedGather(const Copy& copy, FusedCall& call, const at::Tensor& labels)
       : copy_(&copy),
-        features_(static_cast<const char*>(features.data_ptr())),
+        features_(static_cast<const char*>(call.features.data_ptr())),
         labels_(labels),
         label_data_(static_cast<const T*>(labels.data_ptr())),
-        row_bytes_(row_bytes),
-        n_(labels.size(-1)),
-        k_(std::get<3>(out).size(-1)),
-        out_features_(static_cast<char*>(std::get<0>(out).data_ptr())),
-        out_labels_(std::get<1>(out).data_ptr<int64_t>()),
-        valid_(std::get<2>(out).data_ptr<bool>()),
-        indices_(std::get<3>(out).data_ptr<int64_t>()) {}
+        row_bytes_(call.row_bytes),
+        n_(call.n),
+        k_(call.k),
+        out_features_(static_cast<char*>(std::get<0>(call.out).data_ptr())),
+        out_labels_(std::get<1>(call.out).data_ptr<int64_t>()),
+        valid_(call.valid()),
+        indices_(call.indices()) {}
 
   RowGather<T, Copy> row(int64_t r) const {
     return {copy_,

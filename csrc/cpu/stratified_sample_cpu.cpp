@@ -142,42 +142,23 @@ SampleGatherOutputs stratified_sample_gather_cpu(const at::Tensor& features,
   check_stratified_sample_gather_args(features, labels, num_samples, class_quota, seed,
                                       generator);
   core::StratifiedParams params = stratified_params(num_samples, class_quota, fill);
-  SampleGatherOutputs out = empty_sample_gather_outputs(op, features, labels, num_samples);
-  at::Tensor& out_features = std::get<0>(out);
-  at::Tensor& out_labels = std::get<1>(out);
-  at::Tensor& valid = std::get<2>(out);
-  at::Tensor& indices = std::get<3>(out);
-  const int64_t rows = num_rows(labels).expect_int();
-  const int64_t n = labels.size(-1);
-  const int64_t k = num_samples;
-  // The features read in place when contiguous, else copied (before the
-  // draw; not for a call that gathers nothing).
-  const bool gathers = rows > 0 && k > 0 && n > 0;
-  const at::Tensor src = !gathers || features.is_contiguous() ? features : features.contiguous();
+  FusedCall call(op, features, labels, num_samples);
   const at::Tensor quota = class_quota.contiguous();
   draw_seed(op, seed, generator, &params);
-  if (rows == 0 || k == 0) return out;
-  if (n == 0) {  // nothing to sample: every slot is invalid
-    indices.fill_(-1);
-    valid.fill_(false);
-    out_features.zero_();
-    out_labels.fill_(-1);
-    return out;
-  }
+  if (!call.has_slots()) return call.out;
+  if (call.n == 0) return call.all_invalid();  // nothing to sample
   const int64_t quota_row_stride = quota.dim() == 1 ? 0 : params.num_classes;
-  const int64_t row_bytes = feature_width(features, labels.dim()).expect_int() *
-                            static_cast<int64_t>(features.element_size());
-  const int64_t slot_work = kStratifiedSlotWork + kGatherSlotWork + row_bytes / 16;
+  const int64_t slot_work = kStratifiedSlotWork + kGatherSlotWork + call.row_bytes / 16;
   SYNCFREE_DISPATCH_LABEL_TYPES(labels.scalar_type(), "stratified_sample_gather_cpu", [&] {
     const scalar_t* data = static_cast<const scalar_t*>(labels.data_ptr());
-    with_row_copy(row_bytes, [&](auto copy) {
-      const FusedGather<scalar_t, decltype(copy)> gather(copy, src, labels, row_bytes, out);
-      sample_all(labels, data, quota.data_ptr<int64_t>(), quota_row_stride, params, rows, n,
-                 indices.data_ptr<int64_t>(), valid.data_ptr<bool>(), slot_work,
-                 [&](int64_t r) { gather.row(r)(0, k); });
+    with_row_copy(call.row_bytes, [&](auto copy) {
+      const FusedGather<scalar_t, decltype(copy)> gather(copy, call, labels);
+      sample_all(labels, data, quota.data_ptr<int64_t>(), quota_row_stride, params, call.rows,
+                 call.n, call.indices(), call.valid(), slot_work,
+                 [&](int64_t r) { gather.row(r)(0, call.k); });
     });
   });
-  return out;
+  return call.out;
 }
 
 }  // namespace
