@@ -248,15 +248,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,popcnt"))) inline void compact_
     p += np;
     q += nn;
   }
-  uint16_t* back = work + len - 1;
-  for (; i < len; ++i) {  // the tail, as compact_chunk
-    bool is_pos, is_neg;
-    classify(labels[i], negative_label, &is_pos, &is_neg);
-    work[p] = static_cast<uint16_t>(i);
-    back[-q] = static_cast<uint16_t>(i);
-    p += is_pos;
-    q += is_neg;
-  }
+  compact_labels(labels, 1, i, len, negative_label, work, p, q);  // the tail
   *num_pos = p;
   *num_neg = q;
 }
@@ -340,15 +332,7 @@ __attribute__((target("avx2,popcnt"))) inline void compact_chunk_avx2(
     p += __builtin_popcount(static_cast<unsigned>(pos));
     q += __builtin_popcount(static_cast<unsigned>(neg));
   }
-  uint16_t* back = work + len - 1;
-  for (; i < len; ++i) {  // the tail, as compact_chunk
-    bool is_pos, is_neg;
-    classify(labels[i], negative_label, &is_pos, &is_neg);
-    work[p] = static_cast<uint16_t>(i);
-    back[-q] = static_cast<uint16_t>(i);
-    p += is_pos;
-    q += is_neg;
-  }
+  compact_labels(labels, 1, i, len, negative_label, work, p, q);  // the tail
   *num_pos = p;
   *num_neg = q;
 }

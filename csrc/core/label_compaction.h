@@ -28,13 +28,13 @@ constexpr int64_t kChunk = int64_t{1} << 16;
 
 SYNCFREE_HD int64_t num_chunks(int64_t n, int64_t chunk = kChunk) { return (n + chunk - 1) / chunk; }
 
-// Compacts labels[0], labels[stride], ..., labels[(len-1)*stride] (len <= kChunk)
-// into work[0..len) and returns the class counts of the chunk.
+// Labels [begin, len) of a chunk (labels[i * stride]) into its workspace
+// work[0..len), after the p positives and q negatives of [0, begin): the
+// loop of compact_chunk, and the tail of the vector paths (host_simd.h).
+// p and q are updated.
 template <typename T>
-inline void compact_chunk(const T* labels, int64_t stride, int64_t len, int64_t negative_label,
-                          uint16_t* work, int64_t* num_pos, int64_t* num_neg) {
-  int64_t p = 0;
-  int64_t q = 0;
+inline void compact_labels(const T* labels, int64_t stride, int64_t begin, int64_t len,
+                           int64_t negative_label, uint16_t* work, int64_t& p, int64_t& q) {
   uint16_t* back = work + len - 1;
   // Branch-free: both writes always happen; a slot written by the wrong class
   // is overwritten later or lies outside the final [0, p) and [len-q, len).
@@ -47,10 +47,20 @@ inline void compact_chunk(const T* labels, int64_t stride, int64_t len, int64_t 
     q += neg;
   };
   if (stride == 1) {
-    for (int64_t i = 0; i < len; ++i) body(i, labels[i]);
+    for (int64_t i = begin; i < len; ++i) body(i, labels[i]);
   } else {
-    for (int64_t i = 0; i < len; ++i) body(i, labels[i * stride]);
+    for (int64_t i = begin; i < len; ++i) body(i, labels[i * stride]);
   }
+}
+
+// Compacts labels[0], labels[stride], ..., labels[(len-1)*stride] (len <= kChunk)
+// into work[0..len) and returns the class counts of the chunk.
+template <typename T>
+inline void compact_chunk(const T* labels, int64_t stride, int64_t len, int64_t negative_label,
+                          uint16_t* work, int64_t* num_pos, int64_t* num_neg) {
+  int64_t p = 0;
+  int64_t q = 0;
+  compact_labels(labels, stride, 0, len, negative_label, work, p, q);
   *num_pos = p;
   *num_neg = q;
 }
