@@ -217,8 +217,8 @@ SampleGatherOutputs balanced_sample_gather_cpu(
   FusedCall call(op, features, labels, num_samples);
   const std::optional<Workspace> workspace = make_workspace(op, labels, num_samples);
   draw_seed(op, seed, generator, &params);
-  if (!call.has_slots()) return call.out;
-  if (call.n == 0) return call.all_invalid();  // nothing to sample
+  if (!call.has_slots()) return call.take();
+  if (call.n == 0) return call.take_all_invalid();  // nothing to sample
   // A unit's slots: its sampling and its gather (about kParallelWork / 2 of
   // work at most, fewer slots for wide feature rows).
   const int64_t slot_work = kSlotWork + kGatherSlotWork + call.row_bytes / 16;
@@ -231,7 +231,7 @@ SampleGatherOutputs balanced_sample_gather_cpu(
                   call.valid(), slot_work, max_block, [&](int64_t r) { return gather.row(r); });
     });
   });
-  return call.out;
+  return call.take();
 }
 
 }  // namespace

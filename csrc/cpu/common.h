@@ -20,6 +20,7 @@
 #include <cstring>
 #include <mutex>
 #include <type_traits>
+#include <utility>
 
 #include "core/platform.h"         // prefetch
 #include "ops/common.h"            // check_generator_device
@@ -246,29 +247,35 @@ struct FusedCall {
         rows(num_rows(labels).expect_int()),
         n(labels.size(-1)),
         k(num_samples),
-        row_bytes(feature_width(features_in, labels.dim()).expect_int() *
-                  static_cast<int64_t>(features_in.element_size())),
-        features(rows == 0 || k == 0 || n == 0 || features_in.is_contiguous()
-                     ? features_in
-                     : features_in.contiguous()) {}
+        gathers(rows > 0 && k > 0 && n > 0),
+        // Only for a call that gathers: features of no elements may have a
+        // width whose bytes overflow int64.
+        row_bytes(gathers ? feature_width(features_in, labels.dim()).expect_int() *
+                                static_cast<int64_t>(features_in.element_size())
+                          : 0),
+        features(!gathers || features_in.is_contiguous() ? features_in
+                                                         : features_in.contiguous()) {}
 
   // Whether the outputs have a slot.
   bool has_slots() const { return rows > 0 && k > 0; }
-  // The outputs with every slot invalid (for rows of no labels): indices and
-  // labels -1, zero features.
-  const SampleGatherOutputs& all_invalid() {
+  // The outputs, moved out of the call (its last use).
+  SampleGatherOutputs take() { return std::move(out); }
+  // The outputs with every slot invalid (for rows of no labels: indices and
+  // labels -1, zero features), moved out of the call.
+  SampleGatherOutputs take_all_invalid() {
     std::get<3>(out).fill_(-1);
     std::get<2>(out).fill_(false);
     std::get<0>(out).zero_();
     std::get<1>(out).fill_(-1);
-    return out;
+    return take();
   }
   int64_t* indices() { return std::get<3>(out).data_ptr<int64_t>(); }
   bool* valid() { return std::get<2>(out).data_ptr<bool>(); }
 
   SampleGatherOutputs out;  // (sampled features, sampled labels, valid, indices)
   int64_t rows, n, k;
-  int64_t row_bytes;        // bytes per item's feature row
+  bool gathers;             // rows, slots and labels: something to gather
+  int64_t row_bytes;        // bytes per item's feature row (0 when nothing is gathered)
   at::Tensor features;      // contiguous when the call gathers
 };
 

@@ -145,8 +145,8 @@ SampleGatherOutputs stratified_sample_gather_cpu(const at::Tensor& features,
   FusedCall call(op, features, labels, num_samples);
   const at::Tensor quota = class_quota.contiguous();
   draw_seed(op, seed, generator, &params);
-  if (!call.has_slots()) return call.out;
-  if (call.n == 0) return call.all_invalid();  // nothing to sample
+  if (!call.has_slots()) return call.take();
+  if (call.n == 0) return call.take_all_invalid();  // nothing to sample
   const int64_t quota_row_stride = quota.dim() == 1 ? 0 : params.num_classes;
   const int64_t slot_work = kStratifiedSlotWork + kGatherSlotWork + call.row_bytes / 16;
   SYNCFREE_DISPATCH_LABEL_TYPES(labels.scalar_type(), "stratified_sample_gather_cpu", [&] {
@@ -158,7 +158,7 @@ SampleGatherOutputs stratified_sample_gather_cpu(const at::Tensor& features,
                  [&](int64_t r) { gather.row(r)(0, call.k); });
     });
   });
-  return call.out;
+  return call.take();
 }
 
 }  // namespace
