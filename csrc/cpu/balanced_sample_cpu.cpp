@@ -218,7 +218,7 @@ SampleGatherOutputs balanced_sample_gather_cpu(
   const std::optional<Workspace> workspace = make_workspace(op, labels, num_samples);
   draw_seed(op, seed, generator, &params);
   if (!call.has_slots()) return call.take();
-  if (call.n == 0) return call.take_all_invalid();  // nothing to sample
+  if (!call.gathers()) return call.take_all_invalid();  // no labels to sample
   // A unit's slots: its sampling and its gather (about kParallelWork / 2 of
   // work at most, fewer slots for wide feature rows).
   const int64_t slot_work = kSlotWork + kGatherSlotWork + call.row_bytes / 16;

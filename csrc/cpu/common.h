@@ -247,17 +247,18 @@ struct FusedCall {
         rows(num_rows(labels).expect_int()),
         n(labels.size(-1)),
         k(num_samples),
-        gathers(rows > 0 && k > 0 && n > 0),
         // Only for a call that gathers: features of no elements may have a
         // width whose bytes overflow int64.
-        row_bytes(gathers ? feature_width(features_in, labels.dim()).expect_int() *
-                                static_cast<int64_t>(features_in.element_size())
-                          : 0),
-        features(!gathers || features_in.is_contiguous() ? features_in
-                                                         : features_in.contiguous()) {}
+        row_bytes(gathers() ? feature_width(features_in, labels.dim()).expect_int() *
+                                  static_cast<int64_t>(features_in.element_size())
+                            : 0),
+        features(!gathers() || features_in.is_contiguous() ? features_in
+                                                           : features_in.contiguous()) {}
 
   // Whether the outputs have a slot.
   bool has_slots() const { return rows > 0 && k > 0; }
+  // Whether there is something to gather: slots, and labels to fill them from.
+  bool gathers() const { return has_slots() && n > 0; }
   // The outputs, moved out of the call (its last use).
   SampleGatherOutputs take() { return std::move(out); }
   // The outputs with every slot invalid (for rows of no labels: indices and
@@ -274,7 +275,6 @@ struct FusedCall {
 
   SampleGatherOutputs out;  // (sampled features, sampled labels, valid, indices)
   int64_t rows, n, k;
-  bool gathers;             // rows, slots and labels: something to gather
   int64_t row_bytes;        // bytes per item's feature row (0 when nothing is gathered)
   at::Tensor features;      // contiguous when the call gathers
 };

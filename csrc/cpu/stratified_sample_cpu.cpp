@@ -146,7 +146,7 @@ SampleGatherOutputs stratified_sample_gather_cpu(const at::Tensor& features,
   const at::Tensor quota = class_quota.contiguous();
   draw_seed(op, seed, generator, &params);
   if (!call.has_slots()) return call.take();
-  if (call.n == 0) return call.take_all_invalid();  // nothing to sample
+  if (!call.gathers()) return call.take_all_invalid();  // no labels to sample
   const int64_t quota_row_stride = quota.dim() == 1 ? 0 : params.num_classes;
   const int64_t slot_work = kStratifiedSlotWork + kGatherSlotWork + call.row_bytes / 16;
   SYNCFREE_DISPATCH_LABEL_TYPES(labels.scalar_type(), "stratified_sample_gather_cpu", [&] {
