@@ -47,36 +47,27 @@ inline void fill_row_slots(const RowPlan& plan, const CompactRow& row, int64_t b
     const HostPermutation positives(plan.positives, std::min(slots_here, num_pos));
     const HostPermutation negatives(plan.negatives,
                                     std::min(slots_here, plan.quota.num_neg));
-    int64_t t[kBatch], pos_rank[kBatch], neg_rank[kBatch];
-    int64_t pos_slot[kBatch], neg_slot[kBatch];
+    const SimdPath path = simd_path();
+    // + 8: room for the vector paths' full stores.
+    int64_t t[kBatch], pos_rank[kBatch + 8], neg_rank[kBatch + 8];
+    int64_t pos_slot[kBatch + 8], neg_slot[kBatch + 8];
     int64_t start[kBatch];  // each pick's chunk start (positives, then negatives)
     for (int64_t b0 = begin; b0 < valid_end; b0 += kBatch) {
       const int64_t count = std::min(kBatch, valid_end - b0);
       for (int64_t i = 0; i < count; ++i) t[i] = b0 + i;
       if (plan.permute_slots) slots.apply(t, count);
-      int64_t np = 0, nn = 0;
-      for (int64_t i = 0; i < count; ++i) {  // branch-free split by class
-        const bool is_pos = t[i] < num_pos;
-        pos_rank[np] = t[i];
-        pos_slot[np] = b0 + i;
-        neg_rank[nn] = t[i] - num_pos;
-        neg_slot[nn] = b0 + i;
-        np += is_pos;
-        nn += !is_pos;
-      }
+      const int64_t np =
+          split_slots(t, count, b0, num_pos, pos_rank, pos_slot, neg_rank, neg_slot, path);
+      const int64_t nn = count - np;
       if (plan.pick_positives) positives.apply(pos_rank, np);
       if (plan.pick_negatives) negatives.apply(neg_rank, nn);
       // Ranks to indices in two passes: every workspace entry located and
       // prefetched, then read (random reads of a workspace beyond the L1
       // cache, in flight together rather than one after another).
-      for (int64_t i = 0; i < np; ++i) {
-        pos_rank[i] = row.entry_of(pos_rank[i], true, &start[i]);
-        prefetch(row.work + pos_rank[i]);
-      }
-      for (int64_t i = 0; i < nn; ++i) {
-        neg_rank[i] = row.entry_of(neg_rank[i], false, &start[np + i]);
-        prefetch(row.work + neg_rank[i]);
-      }
+      entries_of(row, true, pos_rank, np, start, path);
+      entries_of(row, false, neg_rank, nn, start + np, path);
+      for (int64_t i = 0; i < np; ++i) prefetch(row.work + pos_rank[i]);
+      for (int64_t i = 0; i < nn; ++i) prefetch(row.work + neg_rank[i]);
       for (int64_t i = 0; i < np; ++i) indices[pos_slot[i]] = start[i] + row.work[pos_rank[i]];
       for (int64_t i = 0; i < nn; ++i)
         indices[neg_slot[i]] = start[np + i] + row.work[neg_rank[i]];

@@ -1,8 +1,10 @@
 // The host's vector paths (AVX2, AVX-512), chosen at run time: the Feistel
-// pass and the cycle walk of a Permutation, and the balanced sampler's chunk
-// compaction (label_compaction.h). Framework-free, not for device code.
+// pass and the cycle walk of a Permutation, the balanced sampler's chunk
+// compaction (label_compaction.h), and (AVX-512 only) its split of a batch of
+// slots by class and their ranks' lookup in the compacted row
+// (host_sampler.h). Framework-free, not for device code.
 // Every path computes exactly what the scalar code does (Permutation::feistel,
-// compact_chunk: the same bits); the C++ tests (SimdPaths in
+// compact_chunk, CompactRow::entry_of: the same bits); the C++ tests (SimdPaths in
 // tests/cpp/test_core.cpp) run each path the CPU has against the scalar one.
 // The stratified sampler's vector passes are in host_stratified.h.
 #pragma once
@@ -204,6 +206,74 @@ __attribute__((target("avx512f,popcnt"))) inline void cycle_walk_avx512(const Pe
   }
 }
 
+// --- a batch of slots' split by class and lookup (fill_row_slots) ---------------
+
+// split_slots with AVX-512F, 8 slots at a time: one comparison gives the
+// positives' mask; vpcompressq packs each class's ranks and slots.
+__attribute__((target("avx512f,popcnt"))) inline int64_t split_slots_avx512(
+    const int64_t* t, int64_t count, int64_t first, int64_t num_pos, int64_t* pos_rank,
+    int64_t* pos_slot, int64_t* neg_rank, int64_t* neg_slot) {
+  const __m512i num_pos_v = _mm512_set1_epi64(num_pos);
+  const __m512i eight = _mm512_set1_epi64(8);
+  __m512i slot = _mm512_add_epi64(_mm512_set1_epi64(first), _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0));
+  int64_t np = 0;
+  int64_t nn = 0;
+  for (int64_t i = 0; i < count; i += 8) {
+    const __mmask8 live = static_cast<__mmask8>(count - i >= 8 ? 0xFF : (1u << (count - i)) - 1);
+    const __m512i v = _mm512_maskz_loadu_epi64(live, t + i);
+    const __mmask8 pos = _mm512_mask_cmplt_epi64_mask(live, v, num_pos_v);
+    const __mmask8 neg = static_cast<__mmask8>(live & ~pos);
+    _mm512_storeu_si512(pos_rank + np, _mm512_maskz_compress_epi64(pos, v));
+    _mm512_storeu_si512(pos_slot + np, _mm512_maskz_compress_epi64(pos, slot));
+    _mm512_storeu_si512(neg_rank + nn, _mm512_maskz_compress_epi64(neg, _mm512_sub_epi64(v, num_pos_v)));
+    _mm512_storeu_si512(neg_slot + nn, _mm512_maskz_compress_epi64(neg, slot));
+    np += __builtin_popcount(pos);
+    nn += __builtin_popcount(neg);
+    slot = _mm512_add_epi64(slot, eight);
+  }
+  return np;
+}
+
+// Rows of up to this many chunks find a rank's chunk by comparing it with
+// every chunk's prefix sum (8 ranks at a time); longer rows search.
+constexpr int64_t kLinearChunkSearch = 16;
+
+// entries_of with AVX-512F, 8 ranks at a time, for rows of at most
+// kLinearChunkSearch chunks: a rank's chunk is the number of chunks after
+// the first whose prefix sum is <= the rank (the prefix sums do not
+// decrease), and the last such prefix sum is the one its chunk starts at.
+__attribute__((target("avx512f"))) inline void entries_of_avx512(const CompactRow& row,
+                                                                bool positive, int64_t* ranks,
+                                                                int64_t count, int64_t* start) {
+  const int64_t* prefix = positive ? row.pos_prefix : row.neg_prefix;
+  const __m512i one = _mm512_set1_epi64(1);
+  const __m512i chunk = _mm512_set1_epi64(row.chunk);
+  const __m512i n = _mm512_set1_epi64(row.n);
+  for (int64_t i = 0; i < count; i += 8) {
+    const __mmask8 live = static_cast<__mmask8>(count - i >= 8 ? 0xFF : (1u << (count - i)) - 1);
+    const __m512i rank = _mm512_maskz_loadu_epi64(live, ranks + i);
+    __m512i c = _mm512_setzero_si512();
+    __m512i before = _mm512_setzero_si512();  // prefix[0] == 0
+    for (int64_t j = 1; j < row.nchunks; ++j) {
+      const __m512i p = _mm512_set1_epi64(prefix[j]);
+      const __mmask8 in = _mm512_cmple_epi64_mask(p, rank);
+      c = _mm512_mask_add_epi64(c, in, c, one);
+      before = _mm512_mask_mov_epi64(before, in, p);
+    }
+    const __m512i first = _mm512_mul_epu32(c, chunk);  // both below 2^32
+    const __m512i j = _mm512_sub_epi64(rank, before);
+    __m512i entry;
+    if (positive) {
+      entry = _mm512_add_epi64(first, j);
+    } else {
+      const __m512i len = _mm512_min_epi64(_mm512_sub_epi64(n, first), chunk);
+      entry = _mm512_sub_epi64(_mm512_add_epi64(first, len), _mm512_add_epi64(j, one));
+    }
+    _mm512_mask_storeu_epi64(ranks + i, live, entry);
+    _mm512_mask_storeu_epi64(start + i, live, first);
+  }
+}
+
 // compact_chunk for contiguous int64 or int32 labels with AVX-512 (F, BW,
 // VL), 16 labels at a time: two comparisons give each class's 16-bit mask;
 // vpcompressd packs the class's offsets, which go to the front (positives)
@@ -380,6 +450,47 @@ inline void feistel_pass(const Permutation& perm, int64_t* values, int64_t count
 #endif
   for (int64_t i = done; i < count; ++i)
     values[i] = static_cast<int64_t>(perm.feistel(static_cast<uint64_t>(values[i])));
+}
+
+// Slots [first, first + count) of a row split by class: slot first + i,
+// whose position in the interleaving is t[i] (sigma of the slot), goes to
+// (pos_rank, pos_slot) as (t[i], first + i) when t[i] < num_pos, else to
+// (neg_rank, neg_slot) as (t[i] - num_pos, first + i), in slot order.
+// Returns the number of positives. Each output has room for count + 8
+// entries (the vector path's full stores).
+inline int64_t split_slots(const int64_t* t, int64_t count, int64_t first, int64_t num_pos,
+                           int64_t* pos_rank, int64_t* pos_slot, int64_t* neg_rank,
+                           int64_t* neg_slot, SimdPath path = simd_path()) {
+#ifdef SYNCFREE_HAVE_AVX512_PATH
+  if (path == SimdPath::kAvx512)
+    return split_slots_avx512(t, count, first, num_pos, pos_rank, pos_slot, neg_rank, neg_slot);
+#endif
+  (void)path;
+  int64_t np = 0;
+  int64_t nn = 0;
+  for (int64_t i = 0; i < count; ++i) {  // branch-free: both writes always happen
+    const bool is_pos = t[i] < num_pos;
+    pos_rank[np] = t[i];
+    pos_slot[np] = first + i;
+    neg_rank[nn] = t[i] - num_pos;
+    neg_slot[nn] = first + i;
+    np += is_pos;
+    nn += !is_pos;
+  }
+  return np;
+}
+
+// ranks[i] (of one class of a compacted row, below its count) -> its
+// workspace entry, and start[i] its chunk's first label, for i < count:
+// CompactRow::entry_of over a batch.
+inline void entries_of(const CompactRow& row, bool positive, int64_t* ranks, int64_t count,
+                       int64_t* start, SimdPath path = simd_path()) {
+#ifdef SYNCFREE_HAVE_AVX512_PATH
+  if (path == SimdPath::kAvx512 && row.nchunks <= kLinearChunkSearch)
+    return entries_of_avx512(row, positive, ranks, count, start);
+#endif
+  (void)path;
+  for (int64_t i = 0; i < count; ++i) ranks[i] = row.entry_of(ranks[i], positive, &start[i]);
 }
 
 }  // namespace core

@@ -6,6 +6,7 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "core/host_permutation.h"
@@ -354,21 +355,45 @@ TEST(RowPlan, SameInputsSameSamplesDifferentSeedsDiffer) {
   EXPECT_GT(differ, 25);
 }
 
+// Runs body(path) for every path this CPU has (the scalar one first), with
+// the batched evaluations limited to that path; restores the limit after.
+template <typename Body>
+void for_each_simd_path(const Body& body) {
+  const int saved = simd_path_limit().load();
+  for (int path = 0; path <= static_cast<int>(cpu_simd_path()); ++path) {
+    simd_path_limit() = path;
+    body(static_cast<SimdPath>(path));
+  }
+  simd_path_limit() = saved;
+}
+
 TEST(RowPlan, BatchedHostFillEqualsPerSlotEvaluation) {
   // fill_row_slots evaluates batches class by class (small permutations
-  // counted or tabulated, by how many slots it fills); device code evaluates
-  // pick_slot + index_of per slot. Both must write the same indices.
+  // counted or tabulated, by how many slots it fills; the split by class and
+  // the chunk lookup vectorized on the AVX-512 path); device code evaluates
+  // pick_slot + index_of per slot. Both must write the same indices, on
+  // every path: rows of one chunk, of a few chunks, of chunks with no
+  // positive or no negative (equal prefix sums), and of more chunks than the
+  // vector lookup's linear search takes.
   std::mt19937_64 rng(17);
+  const int64_t many = (kLinearChunkSearch + 1) * kChunk + 5;
   for (int64_t n : {int64_t{0}, int64_t{3}, int64_t{10}, int64_t{60}, int64_t{300}, int64_t{5000},
-                    2 * kChunk + 3}) {
+                    2 * kChunk + 3, 5 * kChunk + 11, many}) {
     std::vector<int64_t> labels(static_cast<size_t>(n));
     for (auto& v : labels) v = static_cast<int64_t>(rng() % 4) - 1;
+    if (n == 5 * kChunk + 11) {  // chunk 1 ignored, chunk 2 positive, chunk 3 negative
+      std::fill(labels.begin() + kChunk, labels.begin() + 2 * kChunk, -1);
+      std::fill(labels.begin() + 2 * kChunk, labels.begin() + 3 * kChunk, 1);
+      std::fill(labels.begin() + 3 * kChunk, labels.begin() + 4 * kChunk, 0);
+    }
     const int64_t chunks = num_chunks(n);
     std::vector<uint16_t> work(static_cast<size_t>(std::max<int64_t>(n, 1)));
     std::vector<int64_t> pos(static_cast<size_t>(chunks + 1), 0), neg(pos);
     compact_row(labels.data(), 1, n, 0, work.data(), pos.data(), neg.data());
     const CompactRow row{work.data(), pos.data(), neg.data(), n, chunks};
-    for (int64_t k : {int64_t{1}, n / 10 + 1, n, n + 7}) {
+    const std::vector<int64_t> ks = n == many ? std::vector<int64_t>{n / 50 + 1}
+                                              : std::vector<int64_t>{1, n / 10 + 1, n, n + 7};
+    for (int64_t k : ks) {
       for (bool fill : {false, true}) {
         BalancedParams p;
         p.num_samples = k;
@@ -376,24 +401,31 @@ TEST(RowPlan, BatchedHostFillEqualsPerSlotEvaluation) {
         p.fill_positives = fill;
         p.seed = rng();
         const RowPlan plan = make_row_plan(p, 5, row.num_positive(), row.num_negative());
-        std::vector<int64_t> indices(static_cast<size_t>(k));
-        std::unique_ptr<bool[]> valid(new bool[static_cast<size_t>(k)]);
-        // Ranges of 1 to 12 slots, as a split of one row's slots over workers.
+        // Ranges of 1 to 12 slots (a split of one row's slots over
+        // workers), and for long rows also whole batches.
+        std::vector<std::pair<int64_t, int64_t>> ranges;
         for (int64_t b = 0; b < k;) {
-          const int64_t e = std::min(k, b + 1 + static_cast<int64_t>(rng() % 12));
-          fill_row_slots(plan, row, b, e, indices.data(), valid.get());
+          const int64_t e = std::min(k, b + 1 + static_cast<int64_t>(rng() % (n > 5000 ? 700 : 12)));
+          ranges.emplace_back(b, e);
           b = e;
         }
-        for (int64_t s = 0; s < k; ++s) {
-          if (s < plan.quota.valid()) {
-            const Pick pick = pick_slot(plan, s);
-            ASSERT_TRUE(valid[static_cast<size_t>(s)]);
-            ASSERT_EQ(indices[static_cast<size_t>(s)], row.index_of(pick.rank, pick.positive));
-          } else {
-            ASSERT_FALSE(valid[static_cast<size_t>(s)]);
-            ASSERT_EQ(indices[static_cast<size_t>(s)], -1);
+        for_each_simd_path([&](SimdPath path) {
+          std::vector<int64_t> indices(static_cast<size_t>(k));
+          std::unique_ptr<bool[]> valid(new bool[static_cast<size_t>(k)]);
+          for (const auto& range : ranges)
+            fill_row_slots(plan, row, range.first, range.second, indices.data(), valid.get());
+          for (int64_t s = 0; s < k; ++s) {
+            if (s < plan.quota.valid()) {
+              const Pick pick = pick_slot(plan, s);
+              ASSERT_TRUE(valid[static_cast<size_t>(s)]) << "path " << static_cast<int>(path);
+              ASSERT_EQ(indices[static_cast<size_t>(s)], row.index_of(pick.rank, pick.positive))
+                  << "path " << static_cast<int>(path) << ", n " << n << ", slot " << s;
+            } else {
+              ASSERT_FALSE(valid[static_cast<size_t>(s)]);
+              ASSERT_EQ(indices[static_cast<size_t>(s)], -1);
+            }
           }
-        }
+        });
       }
     }
   }
@@ -523,18 +555,7 @@ TEST(Stratified, KeysDifferFromBalancedSampleKeys) {
 }
 
 // --- the vector paths (AVX2, AVX-512) against the scalar one -------------------------
-
-// Runs body(path) for every path this CPU has (the scalar one first), with
-// the batched evaluations limited to that path; restores the limit after.
-template <typename Body>
-void for_each_simd_path(const Body& body) {
-  const int saved = simd_path_limit().load();
-  for (int path = 0; path <= static_cast<int>(cpu_simd_path()); ++path) {
-    simd_path_limit() = path;
-    body(static_cast<SimdPath>(path));
-  }
-  simd_path_limit() = saved;
-}
+// (for_each_simd_path: above, with the row plans)
 
 TEST(SimdPaths, TheLimitSelectsThePath) {
   for_each_simd_path([](SimdPath path) { EXPECT_EQ(simd_path(), path); });
