@@ -55,6 +55,7 @@ TEST(CpuParallel, SameBitsOnOneThreadAndOnSeveral) {
       {256, 1000, 100, 16},        // whole rows, as many tasks as threads
       {4096, 64, 6, 16},           // many short rows
       {1, 100000, 10000, 16},      // one row, phases: two chunks, slot blocks as many as the threads share
+      {1, 17 * 65536 + 3, 2000, 2},  // one row of more chunks than the lookup's linear search takes
       {2, 3 * 65536 + 9, 9000, 4}, // several chunks and blocks per row (whole rows on 2 threads)
       {3, 500, 50, 4096},          // wide features: gather blocks of a few slots; phases on the calling thread
       {2, 3000, 2500, 1000},       // wide features, blocks of a row on several threads
