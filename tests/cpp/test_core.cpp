@@ -373,12 +373,12 @@ TEST(RowPlan, BatchedHostFillEqualsPerSlotEvaluation) {
   // the chunk lookup vectorized on the AVX-512 path); device code evaluates
   // pick_slot + index_of per slot. Both must write the same indices, on
   // every path: rows of one chunk, of a few chunks, of chunks with no
-  // positive or no negative (equal prefix sums), and of more chunks than the
-  // vector lookup's linear search takes.
+  // positive or no negative (equal prefix sums), of as many chunks as the
+  // vector lookup's linear search takes, and of more.
   std::mt19937_64 rng(17);
   const int64_t many = (kLinearChunkSearch + 1) * kChunk + 5;
   for (int64_t n : {int64_t{0}, int64_t{3}, int64_t{10}, int64_t{60}, int64_t{300}, int64_t{5000},
-                    2 * kChunk + 3, 5 * kChunk + 11, many}) {
+                    2 * kChunk + 3, 5 * kChunk + 11, kLinearChunkSearch * kChunk, many}) {
     std::vector<int64_t> labels(static_cast<size_t>(n));
     for (auto& v : labels) v = static_cast<int64_t>(rng() % 4) - 1;
     if (n == 5 * kChunk + 11) {  // chunk 1 ignored, chunk 2 positive, chunk 3 negative
@@ -391,8 +391,9 @@ TEST(RowPlan, BatchedHostFillEqualsPerSlotEvaluation) {
     std::vector<int64_t> pos(static_cast<size_t>(chunks + 1), 0), neg(pos);
     compact_row(labels.data(), 1, n, 0, work.data(), pos.data(), neg.data());
     const CompactRow row{work.data(), pos.data(), neg.data(), n, chunks};
-    const std::vector<int64_t> ks = n == many ? std::vector<int64_t>{n / 50 + 1}
-                                              : std::vector<int64_t>{1, n / 10 + 1, n, n + 7};
+    const std::vector<int64_t> ks = n >= kLinearChunkSearch * kChunk
+                                        ? std::vector<int64_t>{n / 50 + 1}
+                                        : std::vector<int64_t>{1, n / 10 + 1, n, n + 7};
     for (int64_t k : ks) {
       for (bool fill : {false, true}) {
         BalancedParams p;
