@@ -64,9 +64,12 @@ void draw_seed(const char* op, const c10::optional<int64_t>& seed,
 // gain), and the larger values gave those gains up.
 //
 // A phase runs in parallel only when it holds more than kParallelWork, so
-// that every task gets at least half of it: at::parallel_for runs a range of
-// at most `grain` units on the calling thread, and splits a larger one into
-// tasks of at least grain / 2 units. Twice ATen's own grain (32768 elements of
+// that every task gets about half of it at least: at::parallel_for runs a
+// range of at most `grain` units on the calling thread, and splits a larger
+// one into tasks of at least grain / 2 units, the grain being the most whole
+// units that hold at most kParallelWork (rounded up instead, a phase of a
+// few large units needed up to twice as much work: the gather of one row's
+// 1e4 slots, four units of 2500, ran on one thread). Twice ATen's own grain (32768 elements of
 // an elementwise kernel), as one unit here costs about as much as a few
 // elements of a vectorized elementwise kernel: tasks of at least about 30 us
 // on the benchmark machine. Below that, a parallel region costs more than it
@@ -75,10 +78,11 @@ void draw_seed(const char* op, const c10::optional<int64_t>& seed,
 // scheduled holds the call up for a scheduler time slice, milliseconds.
 constexpr int64_t kParallelWork = 2 * at::internal::GRAIN_SIZE;
 
-// The at::parallel_for grain for units of about unit_work units of work each.
+// The at::parallel_for grain for units of about unit_work units of work each:
+// the most whole units within kParallelWork (at least one).
 inline int64_t parallel_grain(int64_t unit_work) {
   unit_work = std::max<int64_t>(unit_work, 1);
-  return std::max<int64_t>(1, (kParallelWork + unit_work - 1) / unit_work);
+  return std::max<int64_t>(1, kParallelWork / unit_work);
 }
 
 // Blocks of each row's k slots for a phase of rows x blocks units, blocks of

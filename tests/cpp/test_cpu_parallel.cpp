@@ -8,10 +8,12 @@
 #include <gtest/gtest.h>
 #include <syncfree/syncfree.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
 #include "core/host_sampler.h"
+#include "cpu/common.h"
 #include "ops/gather_sampled.h"
 
 namespace {
@@ -101,5 +103,26 @@ TEST(CpuParallel, SameBitsOnOneThreadAndOnSeveral) {
       EXPECT_TRUE(many.labels.equal(one.labels));
     }
     ++seed;
+  }
+}
+
+TEST(CpuParallel, APhaseRunsInParallelExactlyWhenItHoldsMoreThanTheParallelWork) {
+  // at::parallel_for splits a range of more than `grain` units (and more
+  // than one); parallel_grain makes that exactly the ranges whose units hold
+  // more than kParallelWork in all, whatever the size of a unit.
+  using syncfree::ops::kParallelWork;
+  using syncfree::ops::parallel_grain;
+  std::vector<int64_t> unit_works = {0, 1, 3, 7, 1000, 20000, kParallelWork / 2, kParallelWork / 2 + 1,
+                                     kParallelWork - 1, kParallelWork, kParallelWork + 1, 10 * kParallelWork};
+  for (int64_t w = 1; w <= 3 * kParallelWork; w += 997) unit_works.push_back(w);
+  for (const int64_t unit_work : unit_works) {
+    const int64_t grain = parallel_grain(unit_work);
+    ASSERT_GE(grain, 1);
+    const int64_t work = std::max<int64_t>(unit_work, 1);
+    for (int64_t units = 1; units <= kParallelWork / work + 3; ++units) {
+      const bool splits = units > grain && units > 1;
+      const bool wanted = units * work > kParallelWork && units > 1;
+      ASSERT_EQ(splits, wanted) << "unit work " << unit_work << ", units " << units;
+    }
   }
 }
