@@ -69,10 +69,10 @@ void draw_seed(const char* op, const c10::optional<int64_t>& seed,
 // one into tasks of at least grain / 2 units, the grain being the most whole
 // units that hold at most kParallelWork (rounded up instead, a phase of a
 // few large units needed up to twice as much work: the gather of one row's
-// 1e4 slots, four units of 2500, ran on one thread). Twice ATen's own grain (32768 elements of
-// an elementwise kernel), as one unit here costs about as much as a few
-// elements of a vectorized elementwise kernel: tasks of at least about 30 us
-// on the benchmark machine. Below that, a parallel region costs more than it
+// 1e4 slots, four units of 2500, ran on one thread). Twice ATen's own grain
+// (32768 elements of an elementwise kernel), as one unit here costs about as
+// much as a few elements of a vectorized elementwise kernel: tasks of at
+// least about 30 us on the benchmark machine. Below that, a parallel region costs more than it
 // saves: waking the pool's threads costs microseconds, and when another process
 // keeps a core busy (a DataLoader worker) a thread of the pool that is not
 // scheduled holds the call up for a scheduler time slice, milliseconds.
