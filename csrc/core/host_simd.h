@@ -100,6 +100,12 @@ __attribute__((target("avx2"))) inline int64_t feistel_pass_avx2(const Permutati
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
+// The mask of the first min(remaining, 8) of 8 lanes (remaining >= 1): a
+// loop's last, partial vector.
+inline __mmask8 first_lanes(int64_t remaining) {
+  return static_cast<__mmask8>(remaining >= 8 ? 0xFF : (1u << remaining) - 1);
+}
+
 // The same pass with AVX-512F, eight 64-bit lanes at a time, five
 // instructions per half-round instead of six: the halves are masked only
 // where they enter the round function (vpternlogq: (half & mask) ^ key, in
@@ -158,7 +164,7 @@ __attribute__((target("avx512f"))) inline int64_t feistel_pass_avx512(const Perm
   for (; i + 8 <= count; i += 8)
     _mm512_storeu_si512(values + i, feistel_avx512(c, _mm512_loadu_si512(values + i)));
   if (i < count) {  // the last 1..7 values: masked lanes
-    const __mmask8 tail = static_cast<__mmask8>((1u << (count - i)) - 1);
+    const __mmask8 tail = first_lanes(count - i);
     _mm512_mask_storeu_epi64(values + i, tail, feistel_avx512(c, _mm512_maskz_loadu_epi64(tail, values + i)));
     i = count;
   }
@@ -176,7 +182,7 @@ __attribute__((target("avx512f,popcnt"))) inline int64_t cycle_walk_pack_avx512(
   int64_t out = 0;
   __m512i at = _mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0);
   for (int64_t j = 0; j < count; j += 8) {
-    const __mmask8 live = static_cast<__mmask8>(count - j >= 8 ? 0xFF : (1u << (count - j)) - 1);
+    const __mmask8 live = first_lanes(count - j);
     const __m512i x = _mm512_maskz_loadu_epi64(live, v + j);
     const __m512i where = positions ? _mm512_maskz_loadu_epi64(live, positions + j) : at;
     const __mmask8 outside = _mm512_mask_cmpge_epu64_mask(live, x, n);
@@ -219,7 +225,7 @@ __attribute__((target("avx512f,popcnt"))) inline int64_t split_slots_avx512(
   int64_t np = 0;
   int64_t nn = 0;
   for (int64_t i = 0; i < count; i += 8) {
-    const __mmask8 live = static_cast<__mmask8>(count - i >= 8 ? 0xFF : (1u << (count - i)) - 1);
+    const __mmask8 live = first_lanes(count - i);
     const __m512i v = _mm512_maskz_loadu_epi64(live, t + i);
     const __mmask8 pos = _mm512_mask_cmplt_epi64_mask(live, v, num_pos_v);
     const __mmask8 neg = static_cast<__mmask8>(live & ~pos);
@@ -250,7 +256,7 @@ __attribute__((target("avx512f"))) inline void entries_of_avx512(const CompactRo
   const __m512i chunk = _mm512_set1_epi64(row.chunk);
   const __m512i n = _mm512_set1_epi64(row.n);
   for (int64_t i = 0; i < count; i += 8) {
-    const __mmask8 live = static_cast<__mmask8>(count - i >= 8 ? 0xFF : (1u << (count - i)) - 1);
+    const __mmask8 live = first_lanes(count - i);
     const __m512i rank = _mm512_maskz_loadu_epi64(live, ranks + i);
     __m512i c = _mm512_setzero_si512();
     __m512i before = _mm512_setzero_si512();  // prefix[0] == 0

@@ -72,10 +72,11 @@ void draw_seed(const char* op, const c10::optional<int64_t>& seed,
 // 1e4 slots, four units of 2500, ran on one thread). Twice ATen's own grain
 // (32768 elements of an elementwise kernel), as one unit here costs about as
 // much as a few elements of a vectorized elementwise kernel: tasks of at
-// least about 30 us on the benchmark machine. Below that, a parallel region costs more than it
-// saves: waking the pool's threads costs microseconds, and when another process
-// keeps a core busy (a DataLoader worker) a thread of the pool that is not
-// scheduled holds the call up for a scheduler time slice, milliseconds.
+// least about 30 us on the benchmark machine. Below that, a parallel region
+// costs more than it saves: waking the pool's threads costs microseconds, and
+// when another process keeps a core busy (a DataLoader worker) a thread of
+// the pool that is not scheduled holds the call up for a scheduler time
+// slice, milliseconds.
 constexpr int64_t kParallelWork = 2 * at::internal::GRAIN_SIZE;
 
 // The at::parallel_for grain for units of about unit_work units of work each:
