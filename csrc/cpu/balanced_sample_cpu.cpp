@@ -1,16 +1,18 @@
 // CPU backend of syncfree::balanced_sample: the torch adapter around the
 // framework-free core. Three steps over a uint16 workspace of one entry per
 // label (core/label_compaction.h):
-//   1. compact every (row, chunk) pair, recording per-chunk class counts;
-//   2. turn each row's counts into prefix sums;
-//   3. fill every (row, block of slots) pair from the row's plan.
-// When the rows divide evenly among the threads, or are many (at least four
-// per thread), each row runs whole, rows one after another on each thread
-// (a row's workspace still in the cache for its slots); otherwise each step
-// is a parallel phase over all the rows. A phase with little work runs on
-// the calling thread (see parallel_grain); every unit writes its own part of
-// the outputs, so the results do not depend on how the units are split over
-// threads.
+//   1. compact a row's chunks, recording per-chunk class counts;
+//   2. turn the row's counts into prefix sums;
+//   3. fill the row's slots, a block at a time, from the row's plan.
+// How the threads share the rows (ThreadSplit, below): rows that divide
+// evenly among the threads, or many rows, run whole, one after another on
+// each thread; fewer rows whose slots are worth splitting are compacted by
+// every thread that fills some of their slots, into its own workspace, so
+// that no thread reads what another wrote; otherwise each step is a
+// parallel phase over all the rows. A phase with little work runs on the
+// calling thread (see parallel_grain); every unit writes its own part of
+// the outputs, so the results do not depend on how the units are split
+// over threads.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -43,18 +45,19 @@ constexpr int64_t kSlotWork = 12;       // one slot: the permutations and the lo
 // Workspaces up to this size reuse a buffer kept by the calling thread.
 constexpr size_t kScratchBytes = size_t{16} << 20;
 
-// Workspace of one call: the compacted rows (2 bytes per label), then each
-// class's per-row prefix sums. One of up to kScratchBytes (rows * N up to
-// about eight million labels) lives in a buffer kept by the calling thread,
-// grown to the largest such workspace it has needed (no allocation per call;
-// a call never re-enters itself on its thread); a larger one is allocated
-// and freed when the call returns.
+// Workspace of one call: `copies` compacted rows of n labels (2 bytes per
+// label), then each class's per-row prefix sums (prefix_len each). One of
+// up to kScratchBytes (copies * n up to about eight million labels) lives
+// in a buffer kept by the calling thread, grown to the largest such
+// workspace it has needed (no allocation per call; a call never re-enters
+// itself on its thread); a larger one is allocated and freed when the call
+// returns.
 class Workspace {
  public:
-  Workspace(const char* op, const at::Tensor& labels, int64_t rows, int64_t n,
+  Workspace(const char* op, const at::Tensor& labels, int64_t copies, int64_t n,
             int64_t prefix_len) {
-    const size_t work_bytes = (static_cast<size_t>(rows * n) * 2 + 7) / 8 * 8;
-    const size_t bytes = work_bytes + 2 * static_cast<size_t>(rows * prefix_len) * 8;
+    const size_t work_bytes = (static_cast<size_t>(copies * n) * 2 + 7) / 8 * 8;
+    const size_t bytes = work_bytes + 2 * static_cast<size_t>(copies * prefix_len) * 8;
     const auto subject = [&] { return shape_subject("labels", labels); };
     char* base;
     if (bytes <= kScratchBytes) {
@@ -70,7 +73,7 @@ class Workspace {
     }
     work = reinterpret_cast<uint16_t*>(base);
     pos_prefix = reinterpret_cast<int64_t*>(base + work_bytes);
-    neg_prefix = pos_prefix + rows * prefix_len;
+    neg_prefix = pos_prefix + copies * prefix_len;
   }
   uint16_t* work;
   int64_t* pos_prefix;
@@ -80,47 +83,106 @@ class Workspace {
   at::Tensor owned_;
 };
 
+// A slot read from a row that another thread compacted costs more than one
+// from a row its own thread compacted: the entry's cache line comes from the
+// other core, and that core's next compaction must take it back. On the
+// benchmark machine (2026-12-03, two threads, one row of 1e5 labels and
+// K = 1e4, docs/benchmarks.md) the call took 7 to 40 ns per slot more than
+// half its one-thread work, depending on the process; at one row of 1e6
+// (K = 1e5) the phases' time varied 2x between processes. A task compacts
+// the rows it fills slots of itself when their labels are at most
+// kSharedSlotWork units of work per slot it fills (two threads on one row:
+// K >= N / 16).
+constexpr int64_t kSharedSlotWork = 32;
+
+// How sample_rows shares rows x n labels and k slots per row among the
+// pool's threads, decided before the workspace is made (the number of
+// compacted rows it holds depends on it).
+struct ThreadSplit {
+  enum Kind {
+    // Rows that divide evenly among the threads, or many rows (at least
+    // four per thread), run whole, one after another on each thread: a
+    // row's workspace is still in the cache when its slots read it.
+    kWholeRows,
+    // Fewer rows, with enough slots to split: each task fills a run of
+    // (row, block) units, and compacts each row of its run into its own
+    // workspace first. A row is compacted by every task that fills some of
+    // its slots (once per task), and no task reads what another wrote: the
+    // random reads of a shared workspace, and the next call taking its
+    // cache lines back, cost more than compacting the row again where a
+    // task's slots outweigh the row's labels (kSharedSlotWork).
+    kOwnRows,
+    // Otherwise each step is a parallel phase over all the rows.
+    kPhases,
+  };
+  Kind kind;
+  SlotBlocks slots;    // each row's slots in blocks: step 3's units (row, block)
+  int64_t row_grain;   // kWholeRows: the grain of rows
+  int64_t slot_grain;  // kOwnRows, kPhases: the grain of (row, block) units
+  int64_t copies;      // compacted rows the workspace holds: one per row, or per task (kOwnRows)
+};
+
+// slot_work is the work of one slot (units: cpu/common.h), max_block the
+// most slots of a unit.
+ThreadSplit split_threads(int64_t rows, int64_t n, int64_t k, int64_t slot_work,
+                          int64_t max_block) {
+  const int64_t threads = std::max(1, at::get_num_threads());
+  const int64_t chunks = core::num_chunks(n);
+  const SlotBlocks slots = slot_blocks(rows, k, max_block);
+  const int64_t row_work = n + chunks * kChunkWork + slots.count * kRowPlanWork + k * slot_work;
+  const int64_t slot_grain = parallel_grain(kRowPlanWork + slot_work * slots.size);
+  const int64_t units = rows * slots.count;
+  if (rows % threads == 0 || rows >= 4 * threads) {
+    return {ThreadSplit::kWholeRows, slots, parallel_grain(row_work), slot_grain, rows};
+  }
+  // at::parallel_for runs the units as min(threads, ceil(units / grain))
+  // tasks when there are more than a grain of them.
+  const int64_t tasks = units > slot_grain ? std::min(threads, (units + slot_grain - 1) / slot_grain) : 1;
+  if (tasks > 1 && n + chunks * kChunkWork <= (rows * k / tasks) * kSharedSlotWork) {
+    return {ThreadSplit::kOwnRows, slots, parallel_grain(row_work), slot_grain, tasks};
+  }
+  return {ThreadSplit::kPhases, slots, parallel_grain(row_work), slot_grain, rows};
+}
+
 // The sampler's three steps over `rows` rows of n labels (data: labels'
-// elements, any strides), writing indices and valid [rows, k].
-// row_gather(r) is what core::fill_row_slots does besides, in row r: the
-// fused gather's RowGather (each batch of slots gathered while its indices
-// are in the cache, its rows prefetched a batch ahead), or core::NoGather
-// for balanced_sample. slot_work is the work of one slot (units:
-// cpu/common.h), max_block the most slots of a unit.
+// elements, any strides), writing indices and valid [rows, k], the threads
+// sharing the work as `split` says. row_gather(r) is what
+// core::fill_row_slots does besides, in row r: the fused gather's RowGather
+// (each batch of slots gathered while its indices are in the cache, its
+// rows prefetched a batch ahead), or core::NoGather for balanced_sample.
 template <typename T, typename RowGatherOf>
 void sample_rows(const at::Tensor& labels, const T* data, const core::BalancedParams& params,
-                 const Workspace& ws, int64_t rows, int64_t n, int64_t* out_indices,
-                 bool* out_valid, int64_t slot_work, int64_t max_block,
-                 const RowGatherOf& row_gather) {
+                 const ThreadSplit& split, const Workspace& ws, int64_t rows, int64_t n,
+                 int64_t* out_indices, bool* out_valid, const RowGatherOf& row_gather) {
   const int64_t k = params.num_samples;
   const int64_t chunks = core::num_chunks(n);
   const int64_t prefix_len = chunks + 1;
-  uint16_t* work = ws.work;
-  int64_t* pos_prefix = ws.pos_prefix;
-  int64_t* neg_prefix = ws.neg_prefix;
   const int64_t stride = labels.stride(-1);
   const int64_t negative_label = params.negative_label;
-  const SlotBlocks slots = slot_blocks(rows, k, max_block);
+  const SlotBlocks& slots = split.slots;
   const int64_t blocks = slots.count;
-  const int64_t compact_grain = parallel_grain(std::min(n, core::kChunk) + kChunkWork);
-  const int64_t prefix_grain = parallel_grain(2 * prefix_len);
-  const int64_t slot_grain = parallel_grain(kRowPlanWork + slot_work * slots.size);
 
-  const auto compact_unit = [&](int64_t r, int64_t c) {
+  // Row r's chunk c, compacted into the workspace's row w.
+  const auto compact_unit = [&](int64_t r, int64_t c, int64_t w) {
     const int64_t start = c * core::kChunk;
     const int64_t len = std::min(core::kChunk, n - start);
     core::compact_chunk_host(data + row_offset(labels, r) + start * stride, stride, len,
-                             negative_label, work + r * n + start,
-                             &pos_prefix[r * prefix_len + c + 1],
-                             &neg_prefix[r * prefix_len + c + 1]);
+                             negative_label, ws.work + w * n + start,
+                             &ws.pos_prefix[w * prefix_len + c + 1],
+                             &ws.neg_prefix[w * prefix_len + c + 1]);
   };
-  const auto prefix_row = [&](int64_t r) {
-    core::counts_to_prefix(pos_prefix + r * prefix_len, chunks);
-    core::counts_to_prefix(neg_prefix + r * prefix_len, chunks);
+  const auto prefix_row = [&](int64_t w) {
+    core::counts_to_prefix(ws.pos_prefix + w * prefix_len, chunks);
+    core::counts_to_prefix(ws.neg_prefix + w * prefix_len, chunks);
   };
-  const auto slot_unit = [&](int64_t r, int64_t b) {
-    const core::CompactRow row{work + r * n, pos_prefix + r * prefix_len,
-                               neg_prefix + r * prefix_len, n, chunks};
+  const auto compact_row = [&](int64_t r, int64_t w) {
+    for (int64_t c = 0; c < chunks; ++c) compact_unit(r, c, w);
+    prefix_row(w);
+  };
+  // Row r's block b of slots, from row r compacted into the workspace's row w.
+  const auto slot_unit = [&](int64_t r, int64_t b, int64_t w) {
+    const core::CompactRow row{ws.work + w * n, ws.pos_prefix + w * prefix_len,
+                               ws.neg_prefix + w * prefix_len, n, chunks};
     const core::RowPlan plan =
         core::make_row_plan(params, r, row.num_positive(), row.num_negative());
     const int64_t first = slots.begin(k, b);
@@ -129,43 +191,61 @@ void sample_rows(const at::Tensor& labels, const T* data, const core::BalancedPa
                          row_gather(r));
   };
 
-  // Rows that divide evenly among the threads, or many rows (at least four
-  // per thread), run whole, one after another on each thread: a row's
-  // workspace is still in the cache when its slots read it (phase by
-  // phase, every row is compacted before any slot is filled).
-  const int64_t threads = std::max(1, at::get_num_threads());
-  if (rows % threads == 0 || rows >= 4 * threads) {
-    const int64_t row_work = n + chunks * kChunkWork + blocks * kRowPlanWork + k * slot_work;
-    at::parallel_for(0, rows, parallel_grain(row_work), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        for (int64_t c = 0; c < chunks; ++c) compact_unit(r, c);
-        prefix_row(r);
-        for (int64_t b = 0; b < blocks; ++b) slot_unit(r, b);
-      }
-    });
-    return;
+  switch (split.kind) {
+    case ThreadSplit::kWholeRows:
+      at::parallel_for(0, rows, split.row_grain, [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) {
+          compact_row(r, r);
+          for (int64_t b = 0; b < blocks; ++b) slot_unit(r, b, r);
+        }
+      });
+      return;
+    case ThreadSplit::kOwnRows:
+      at::parallel_for(0, rows * blocks, split.slot_grain, [&](int64_t begin, int64_t end) {
+        // This task's compacted row: its thread's number is below the
+        // number of tasks (at::parallel_for; 0 when it runs inline).
+        const int64_t w = at::get_thread_num();
+        TORCH_INTERNAL_ASSERT(w >= 0 && w < split.copies, "a task's workspace row ", w,
+                              " is outside [0, ", split.copies, ")");
+        int64_t compacted = -1;
+        for (int64_t u = begin; u < end; ++u) {
+          const int64_t r = u / blocks;
+          if (r != compacted) {
+            compact_row(r, w);
+            compacted = r;
+          }
+          slot_unit(r, u % blocks, w);
+        }
+      });
+      return;
+    case ThreadSplit::kPhases:
+      at::parallel_for(0, rows * chunks, parallel_grain(std::min(n, core::kChunk) + kChunkWork),
+                       [&](int64_t begin, int64_t end) {
+                         for (int64_t u = begin; u < end; ++u) {
+                           compact_unit(u / chunks, u % chunks, u / chunks);
+                         }
+                       });
+      at::parallel_for(0, rows, parallel_grain(2 * prefix_len), [&](int64_t begin, int64_t end) {
+        for (int64_t r = begin; r < end; ++r) prefix_row(r);
+      });
+      at::parallel_for(0, rows * blocks, split.slot_grain, [&](int64_t begin, int64_t end) {
+        for (int64_t u = begin; u < end; ++u) slot_unit(u / blocks, u % blocks, u / blocks);
+      });
+      return;
   }
-
-  at::parallel_for(0, rows * chunks, compact_grain, [&](int64_t begin, int64_t end) {
-    for (int64_t u = begin; u < end; ++u) compact_unit(u / chunks, u % chunks);
-  });
-  at::parallel_for(0, rows, prefix_grain, [&](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) prefix_row(r);
-  });
-  at::parallel_for(0, rows * blocks, slot_grain, [&](int64_t begin, int64_t end) {
-    for (int64_t u = begin; u < end; ++u) slot_unit(u / blocks, u % blocks);
-  });
 }
 
-// The outputs of balanced_sample, or of its fused gather (with the sampled
-// features and labels), then the workspace: allocated before the draw from
-// the generator, so that a call that fails (out of memory) has not drawn.
-// Every call draws the same amount.
-std::optional<Workspace> make_workspace(const char* op, const at::Tensor& labels, int64_t k) {
+// The workspace of a call that samples (rows, labels and slots), made after
+// its outputs and before the draw from the generator, so that a call that
+// fails (out of memory) has not drawn. Every call draws the same amount.
+std::optional<Workspace> make_workspace(const char* op, const at::Tensor& labels, int64_t k,
+                                        const ThreadSplit& split) {
   const int64_t rows = num_rows(labels).expect_int();
   const int64_t n = labels.size(-1);
   std::optional<Workspace> workspace;
-  if (rows > 0 && k > 0 && n > 0) workspace.emplace(op, labels, rows, n, core::num_chunks(n) + 1);
+  if (rows > 0 && k > 0 && n > 0) {
+    workspace.emplace(op, labels, split.copies, n, core::num_chunks(n) + 1);
+  }
   return workspace;
 }
 
@@ -181,10 +261,11 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
                                  fill_positives, seed, generator);
   at::Tensor indices, valid;
   std::tie(indices, valid) = empty_sample_outputs(op, labels, num_samples);
-  const std::optional<Workspace> workspace = make_workspace(op, labels, num_samples);
-  draw_seed(op, seed, generator, &params);
   const int64_t rows = num_rows(labels).expect_int();
   const int64_t n = labels.size(-1);
+  const ThreadSplit split = split_threads(rows, n, num_samples, kSlotWork, kSlotBlock);
+  const std::optional<Workspace> workspace = make_workspace(op, labels, num_samples, split);
+  draw_seed(op, seed, generator, &params);
   if (rows == 0 || num_samples == 0) return {indices, valid};
   if (n == 0) {
     indices.fill_(-1);
@@ -194,8 +275,8 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
   int64_t* out_indices = indices.data_ptr<int64_t>();
   bool* out_valid = valid.data_ptr<bool>();
   SYNCFREE_DISPATCH_LABEL_TYPES(labels.scalar_type(), "balanced_sample_cpu", [&] {
-    sample_rows(labels, static_cast<const scalar_t*>(labels.data_ptr()), params, *workspace, rows,
-                n, out_indices, out_valid, kSlotWork, kSlotBlock,
+    sample_rows(labels, static_cast<const scalar_t*>(labels.data_ptr()), params, split,
+                *workspace, rows, n, out_indices, out_valid,
                 [](int64_t) { return core::NoGather(); });
   });
   return {indices, valid};
@@ -215,20 +296,21 @@ SampleGatherOutputs balanced_sample_gather_cpu(
       check_balanced_sample_gather_args(features, labels, num_samples, positive_fraction,
                                         negative_label, fill_positives, seed, generator);
   FusedCall call(op, features, labels, num_samples);
-  const std::optional<Workspace> workspace = make_workspace(op, labels, num_samples);
-  draw_seed(op, seed, generator, &params);
-  if (!call.has_slots()) return call.take();
-  if (!call.gathers()) return call.take_all_invalid();  // no labels to sample
   // A unit's slots: its sampling and its gather (about kParallelWork / 2 of
   // work at most, fewer slots for wide feature rows).
   const int64_t slot_work = kSlotWork + kGatherSlotWork + call.row_bytes / 16;
   const int64_t max_block = std::clamp<int64_t>(kParallelWork / 2 / slot_work, 1, kSlotBlock);
+  const ThreadSplit split = split_threads(call.rows, call.n, call.k, slot_work, max_block);
+  const std::optional<Workspace> workspace = make_workspace(op, labels, num_samples, split);
+  draw_seed(op, seed, generator, &params);
+  if (!call.has_slots()) return call.take();
+  if (!call.gathers()) return call.take_all_invalid();  // no labels to sample
   SYNCFREE_DISPATCH_LABEL_TYPES(labels.scalar_type(), "balanced_sample_gather_cpu", [&] {
     const scalar_t* data = static_cast<const scalar_t*>(labels.data_ptr());
     with_row_copy(call.row_bytes, [&](auto copy) {
       const FusedGather<scalar_t, decltype(copy)> gather(copy, call, labels);
-      sample_rows(labels, data, params, *workspace, call.rows, call.n, call.indices(),
-                  call.valid(), slot_work, max_block, [&](int64_t r) { return gather.row(r); });
+      sample_rows(labels, data, params, split, *workspace, call.rows, call.n, call.indices(),
+                  call.valid(), [&](int64_t r) { return gather.row(r); });
     });
   });
   return call.take();

@@ -26,12 +26,20 @@ struct Outputs {
   at::Tensor indices, valid, features, labels;
 };
 
+// balanced_sample then gather_sampled; the fused balanced_sample_gather
+// (its own units of work) must return the same.
 Outputs run(const at::Tensor& features, const at::Tensor& labels, int64_t k, int64_t seed) {
+  const auto options = syncfree::SampleOptions().positive_fraction(0.3).seed(seed);
   Outputs o;
-  std::tie(o.indices, o.valid) = syncfree::balanced_sample(
-      labels, k, syncfree::SampleOptions().positive_fraction(0.3).seed(seed));
+  std::tie(o.indices, o.valid) = syncfree::balanced_sample(labels, k, options);
   std::tie(o.features, o.labels) =
       syncfree::gather_sampled(features, labels, o.indices, o.valid);
+  at::Tensor fused_features, fused_labels, fused_valid;
+  std::tie(fused_features, fused_labels, fused_valid) =
+      syncfree::balanced_sample_gather(features, labels, k, options);
+  EXPECT_TRUE(fused_features.equal(o.features));
+  EXPECT_TRUE(fused_labels.equal(o.labels));
+  EXPECT_TRUE(fused_valid.equal(o.valid));
   return o;
 }
 
@@ -49,14 +57,17 @@ class ThreadCount {
 TEST(CpuParallel, SameBitsOnOneThreadAndOnSeveral) {
   const ThreadCount restore;
   // Rows that divide evenly among the threads, or many rows (at least four
-  // per thread), run whole, row by row; the others phase by phase
-  // (compaction, prefix sums, slots), each phase split over the threads or,
-  // with little work, on the calling thread.
+  // per thread), run whole, row by row; fewer rows with many slots per
+  // label are compacted by each task that fills some of their slots; the
+  // others run phase by phase (compaction, prefix sums, slots), each phase
+  // split over the threads or, with little work, on the calling thread.
   const std::vector<Shape> shapes = {
       {32, 1000, 100, 16},         // whole rows, two tasks (32 >= 4 x 3 and 8 x 4)
       {256, 1000, 100, 16},        // whole rows, as many tasks as threads
       {4096, 64, 6, 16},           // many short rows
-      {1, 100000, 10000, 16},      // one row, phases: two chunks, slot blocks as many as the threads share
+      {1, 100000, 10000, 16},      // one row, each task compacts it (phases for 8 threads' fused call)
+      {3, 20000, 6000, 4},         // each task compacts its rows; a task's slots span two rows
+      {1, 300000, 6000, 4},        // one row, few slots per label: phases
       {1, 17 * 65536 + 3, 2000, 2},  // one row of more chunks than the lookup's linear search takes
       {2, 3 * 65536 + 9, 9000, 4}, // several chunks and blocks per row (whole rows on 2 threads)
       {3, 500, 50, 4096},          // wide features: gather blocks of a few slots; phases on the calling thread
