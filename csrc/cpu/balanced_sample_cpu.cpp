@@ -109,8 +109,11 @@ struct ThreadSplit {
     // workspace first. A row is compacted by every task that fills some of
     // its slots (once per task), and no task reads what another wrote: the
     // random reads of a shared workspace, and the next call taking its
-    // cache lines back, cost more than compacting the row again where a
-    // task's slots outweigh the row's labels (kSharedSlotWork).
+    // cache lines back, cost more than compacting the row again where the
+    // row's labels are at most kSharedSlotWork units of work per slot of
+    // the task (the cost of a shared read), and the tasks' rows take at
+    // most half the buffer the calling thread keeps (8 MiB: four million
+    // labels; the memory stays bounded whatever the thread count).
     kOwnRows,
     // Otherwise each step is a parallel phase over all the rows.
     kPhases,
@@ -126,6 +129,9 @@ struct ThreadSplit {
 // most slots of a unit.
 ThreadSplit split_threads(int64_t rows, int64_t n, int64_t k, int64_t slot_work,
                           int64_t max_block) {
+  // A call with no slot or no label samples nothing (and its k may be any
+  // int64 when it has no row).
+  if (rows == 0 || k == 0 || n == 0) return {ThreadSplit::kWholeRows, {1, 1}, 1, 1, rows};
   const int64_t threads = std::max(1, at::get_num_threads());
   const int64_t chunks = core::num_chunks(n);
   const SlotBlocks slots = slot_blocks(rows, k, max_block);
@@ -135,10 +141,14 @@ ThreadSplit split_threads(int64_t rows, int64_t n, int64_t k, int64_t slot_work,
   if (rows % threads == 0 || rows >= 4 * threads) {
     return {ThreadSplit::kWholeRows, slots, parallel_grain(row_work), slot_grain, rows};
   }
-  // at::parallel_for runs the units as min(threads, ceil(units / grain))
-  // tasks when there are more than a grain of them.
+  // at::parallel_for runs the units as at most min(threads, ceil(units /
+  // grain)) tasks when there are more than a grain of them.
   const int64_t tasks = units > slot_grain ? std::min(threads, (units + slot_grain - 1) / slot_grain) : 1;
-  if (tasks > 1 && n + chunks * kChunkWork <= (rows * k / tasks) * kSharedSlotWork) {
+  // A task's slots that can be valid: at most n per row.
+  const int64_t task_slots = rows * std::min(k, n) / tasks;
+  // The tasks' rows take at most half the buffer the calling thread keeps.
+  const bool fits = static_cast<size_t>(tasks * n) * 2 <= kScratchBytes / 2;
+  if (tasks > 1 && fits && n + chunks * kChunkWork <= task_slots * kSharedSlotWork) {
     return {ThreadSplit::kOwnRows, slots, parallel_grain(row_work), slot_grain, tasks};
   }
   return {ThreadSplit::kPhases, slots, parallel_grain(row_work), slot_grain, rows};

@@ -9,6 +9,7 @@
 #include <syncfree/syncfree.h>
 
 #include <algorithm>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -70,7 +71,7 @@ TEST(CpuParallel, SameBitsOnOneThreadAndOnSeveral) {
       {1, 300000, 6000, 4},        // one row, few slots per label: phases
       {1, 17 * 65536 + 3, 2000, 2},  // one row of more chunks than the lookup's linear search takes
       {2, 3 * 65536 + 9, 9000, 4}, // several chunks and blocks per row (whole rows on 2 threads)
-      {3, 500, 50, 4096},          // wide features: gather blocks of a few slots; phases on the calling thread
+      {3, 500, 50, 4096},          // wide features: the fused call's blocks of a few slots, each task compacting its rows
       {2, 3000, 2500, 1000},       // wide features, blocks of a row on several threads
   };
   int64_t seed = 11;
@@ -135,5 +136,27 @@ TEST(CpuParallel, APhaseRunsInParallelExactlyWhenItHoldsMoreThanTheParallelWork)
       const bool wanted = units * work > kParallelWork && units > 1;
       ASSERT_EQ(splits, wanted) << "unit work " << unit_work << ", units " << units;
     }
+  }
+}
+
+TEST(CpuParallel, NoRowsTakeAnyNumberOfSlots) {
+  // A call with no row samples nothing, whatever its K (the thread split
+  // is not computed for it: K * work per slot would overflow).
+  const ThreadCount restore;
+  const int64_t k = std::numeric_limits<int64_t>::max();
+  const at::Tensor labels = at::zeros({0, 5}, at::kLong);
+  const at::Tensor features = at::zeros({0, 5});  // no feature dimension: [0, K] outputs
+  for (const int threads : {1, 2}) {
+    at::set_num_threads(threads);
+    at::Tensor indices, valid;
+    std::tie(indices, valid) =
+        syncfree::balanced_sample(labels, k, syncfree::SampleOptions().seed(1));
+    EXPECT_EQ(indices.sizes(), at::IntArrayRef({0, k}));
+    EXPECT_EQ(valid.sizes(), at::IntArrayRef({0, k}));
+    at::Tensor sampled, sampled_labels, sampled_valid;
+    std::tie(sampled, sampled_labels, sampled_valid) =
+        syncfree::balanced_sample_gather(features, labels, k, syncfree::SampleOptions().seed(1));
+    EXPECT_EQ(sampled.sizes(), at::IntArrayRef({0, k}));
+    EXPECT_EQ(sampled_valid.sizes(), at::IntArrayRef({0, k}));
   }
 }
