@@ -98,7 +98,7 @@ class HostPermutation {
       int64_t* v = values + b0;
       const int64_t m = std::min(kApplyBatch, count - b0);
 #ifdef SYNCFREE_HAVE_AVX512_PATH
-      if (path == SimdPath::kAvx512) {
+      if (path >= SimdPath::kAvx512) {
         cycle_walk_avx512(perm_, v, m, pending, passed);
         continue;
       }

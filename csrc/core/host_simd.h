@@ -1,6 +1,7 @@
-// The host's vector paths (AVX2, AVX-512), chosen at run time: the Feistel
-// pass and the cycle walk of a Permutation, the balanced sampler's chunk
-// compaction (label_compaction.h), and (AVX-512 only) its split of a batch of
+// The host's vector paths (AVX2, AVX-512, AVX-512 with VBMI2), chosen at run
+// time: the Feistel pass and the cycle walk of a Permutation, the balanced
+// sampler's chunk compaction (label_compaction.h; 32 labels at a time with
+// VBMI2), and (AVX-512 only) its split of a batch of
 // slots by class and their ranks' lookup in the compacted row
 // (host_sampler.h). Framework-free, not for device code.
 // Every path computes exactly what the scalar code does (Permutation::feistel,
@@ -28,8 +29,9 @@
 namespace syncfree {
 namespace core {
 
-// The paths, from the narrowest.
-enum class SimdPath : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2 };
+// The paths, from the narrowest. kAvx512Vbmi2 is kAvx512 with VBMI2's
+// 16-bit vpcompressw, which the compaction uses (32 labels at a time).
+enum class SimdPath : int { kScalar = 0, kAvx2 = 1, kAvx512 = 2, kAvx512Vbmi2 = 3 };
 
 // The widest path this CPU runs (checked once).
 inline SimdPath cpu_simd_path() {
@@ -37,7 +39,7 @@ inline SimdPath cpu_simd_path() {
 #ifdef SYNCFREE_HAVE_AVX512_PATH
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
         __builtin_cpu_supports("avx512vl"))
-      return SimdPath::kAvx512;
+      return __builtin_cpu_supports("avx512vbmi2") ? SimdPath::kAvx512Vbmi2 : SimdPath::kAvx512;
 #endif
 #ifdef SYNCFREE_HAVE_AVX2_PATH
     if (__builtin_cpu_supports("avx2")) return SimdPath::kAvx2;
@@ -49,7 +51,7 @@ inline SimdPath cpu_simd_path() {
 
 // An upper bound on the path used (tests lower it to compare the paths).
 inline std::atomic<int>& simd_path_limit() {
-  static std::atomic<int> limit{static_cast<int>(SimdPath::kAvx512)};
+  static std::atomic<int> limit{static_cast<int>(SimdPath::kAvx512Vbmi2)};
   return limit;
 }
 
@@ -412,6 +414,78 @@ __attribute__((target("avx2,popcnt"))) inline void compact_chunk_avx2(
   *num_pos = p;
   *num_neg = q;
 }
+
+// compact_chunk_avx512 with VBMI2, 32 labels at a time: each class's 32-bit
+// mask from four (int64) or two (int32) pairs of comparisons; vpcompressw
+// packs its 16-bit offsets, with no narrowing. While 64 labels or more are
+// left (i + 64 <= len), each class's store writes all 32 lanes, the lanes
+// past the group's entries landing between the classes, never on an entry:
+// the front store covers [p, p + 32), below the negatives' [len - q, len),
+// and the back one [len - q - 32, len - q), above the positives' [0, p +
+// np), as p + q <= i. The last 32 to 63 labels' groups use masked stores,
+// as compact_chunk_avx512 does.
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2,popcnt"))) inline void
+compact_chunk_avx512_vbmi2(const T* labels, int64_t len, int64_t negative_label, uint16_t* work,
+                           int64_t* num_pos, int64_t* num_neg) {
+  static_assert(std::is_same<T, int64_t>::value || std::is_same<T, int32_t>::value, "");
+  alignas(64) static constexpr uint16_t kIota[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
+                                                     11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+                                                     22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
+  alignas(64) static constexpr uint16_t kReverse[32] = {31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21,
+                                                        20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10,
+                                                        9,  8,  7,  6,  5,  4,  3,  2,  1,  0};
+  const __m512i iota = _mm512_load_si512(kIota);
+  const __m512i reverse = _mm512_load_si512(kReverse);
+  const __m512i zero = _mm512_setzero_si512();
+  int64_t p = 0;
+  int64_t q = 0;
+  int64_t i = 0;
+  for (; i + 32 <= len; i += 32) {
+    __mmask32 neg, nonneg;
+    if constexpr (std::is_same<T, int64_t>::value) {
+      const __m512i nl = _mm512_set1_epi64(negative_label);
+      __mmask16 neg_half[2], nonneg_half[2];
+      for (int h = 0; h < 2; ++h) {
+        const __m512i a = _mm512_loadu_si512(labels + i + 16 * h);
+        const __m512i b = _mm512_loadu_si512(labels + i + 16 * h + 8);
+        neg_half[h] = _mm512_kunpackb(_mm512_cmpeq_epi64_mask(b, nl), _mm512_cmpeq_epi64_mask(a, nl));
+        nonneg_half[h] =
+            _mm512_kunpackb(_mm512_cmpge_epi64_mask(b, zero), _mm512_cmpge_epi64_mask(a, zero));
+      }
+      neg = _mm512_kunpackw(neg_half[1], neg_half[0]);
+      nonneg = _mm512_kunpackw(nonneg_half[1], nonneg_half[0]);
+    } else {
+      const __m512i nl = _mm512_set1_epi32(static_cast<int32_t>(negative_label));
+      const __m512i a = _mm512_loadu_si512(labels + i);
+      const __m512i b = _mm512_loadu_si512(labels + i + 16);
+      neg = _mm512_kunpackw(_mm512_cmpeq_epi32_mask(b, nl), _mm512_cmpeq_epi32_mask(a, nl));
+      nonneg = _mm512_kunpackw(_mm512_cmpge_epi32_mask(b, zero), _mm512_cmpge_epi32_mask(a, zero));
+    }
+    const __mmask32 pos = nonneg & ~neg;
+    // Offsets below 2^16 (len <= kChunk): the 16-bit sum wraps to the right bits.
+    const __m512i offsets = _mm512_add_epi16(iota, _mm512_set1_epi16(static_cast<int16_t>(i)));
+    const int np = __builtin_popcount(pos);
+    const int nn = __builtin_popcount(neg);
+    const __m512i front = _mm512_maskz_compress_epi16(pos, offsets);
+    // The j-th negative of the group goes to work[len - 1 - q - j]: lane 31 - j
+    // of a store at work + len - 32 - q (never below work: q <= i <= len - 32).
+    const __m512i back = _mm512_permutexvar_epi16(reverse, _mm512_maskz_compress_epi16(neg, offsets));
+    if (i + 64 <= len) {
+      _mm512_storeu_si512(work + p, front);
+      _mm512_storeu_si512(work + len - 32 - q, back);
+    } else {
+      _mm512_mask_storeu_epi16(work + p, static_cast<__mmask32>((uint64_t{1} << np) - 1), front);
+      _mm512_mask_storeu_epi16(work + len - 32 - q,
+                               static_cast<__mmask32>(~((uint64_t{1} << (32 - nn)) - 1)), back);
+    }
+    p += np;
+    q += nn;
+  }
+  compact_labels(labels, 1, i, len, negative_label, work, p, q);  // the tail
+  *num_pos = p;
+  *num_neg = q;
+}
 #endif
 
 // compact_chunk (the same workspace entries and counts), with AVX-512 or
@@ -421,14 +495,13 @@ inline void compact_chunk_host(const T* labels, int64_t stride, int64_t len,
                                int64_t negative_label, uint16_t* work, int64_t* num_pos,
                                int64_t* num_neg, SimdPath path = simd_path()) {
 #ifdef SYNCFREE_HAVE_AVX512_PATH
-  if (stride == 1 && path == SimdPath::kAvx512) {
-    if constexpr (std::is_same<T, int64_t>::value) {
+  if constexpr (std::is_same<T, int64_t>::value || std::is_same<T, int32_t>::value) {
+    // A negative_label outside int32's range matches no int32 label: left to the scalar loop.
+    const bool vector = stride == 1 && (std::is_same<T, int64_t>::value || negative_label <= INT32_MAX);
+    if (vector && path >= SimdPath::kAvx512Vbmi2)
+      return compact_chunk_avx512_vbmi2(labels, len, negative_label, work, num_pos, num_neg);
+    if (vector && path >= SimdPath::kAvx512)
       return compact_chunk_avx512(labels, len, negative_label, work, num_pos, num_neg);
-    } else if constexpr (std::is_same<T, int32_t>::value) {
-      // A negative_label outside int32's range matches no label: left to the scalar loop.
-      if (negative_label <= INT32_MAX)
-        return compact_chunk_avx512(labels, len, negative_label, work, num_pos, num_neg);
-    }
   }
 #endif
 #ifdef SYNCFREE_HAVE_AVX2_PATH
@@ -449,7 +522,7 @@ inline void feistel_pass(const Permutation& perm, int64_t* values, int64_t count
                          SimdPath path = simd_path()) {
   int64_t done = 0;
 #ifdef SYNCFREE_HAVE_AVX512_PATH
-  if (path == SimdPath::kAvx512) done = feistel_pass_avx512(perm, values, count);  // all of them
+  if (path >= SimdPath::kAvx512) done = feistel_pass_avx512(perm, values, count);  // all of them
 #endif
 #ifdef SYNCFREE_HAVE_AVX2_PATH
   if (path == SimdPath::kAvx2) done = feistel_pass_avx2(perm, values, count);
@@ -468,7 +541,7 @@ inline int64_t split_slots(const int64_t* t, int64_t count, int64_t first, int64
                            int64_t* pos_rank, int64_t* pos_slot, int64_t* neg_rank,
                            int64_t* neg_slot, SimdPath path = simd_path()) {
 #ifdef SYNCFREE_HAVE_AVX512_PATH
-  if (path == SimdPath::kAvx512)
+  if (path >= SimdPath::kAvx512)
     return split_slots_avx512(t, count, first, num_pos, pos_rank, pos_slot, neg_rank, neg_slot);
 #endif
   (void)path;
@@ -492,7 +565,7 @@ inline int64_t split_slots(const int64_t* t, int64_t count, int64_t first, int64
 inline void entries_of(const CompactRow& row, bool positive, int64_t* ranks, int64_t count,
                        int64_t* start, SimdPath path = simd_path()) {
 #ifdef SYNCFREE_HAVE_AVX512_PATH
-  if (path == SimdPath::kAvx512 && row.nchunks <= kLinearChunkSearch)
+  if (path >= SimdPath::kAvx512 && row.nchunks <= kLinearChunkSearch)
     return entries_of_avx512(row, positive, ranks, count, start);
 #endif
   (void)path;

@@ -131,7 +131,7 @@ void stratified_row(const T* labels, int64_t stride, int64_t n, const int64_t* q
 #ifdef SYNCFREE_HAVE_AVX512_PATH
   if constexpr (std::is_same<Index, int32_t>::value &&
                 (std::is_same<T, int64_t>::value || std::is_same<T, int32_t>::value)) {
-    vectorized = stride == 1 && C <= kVectorClasses && simd_path() == SimdPath::kAvx512;
+    vectorized = stride == 1 && C <= kVectorClasses && simd_path() >= SimdPath::kAvx512;
   }
 #endif
   std::fill(counts, counts + C + 1, int64_t{0});

@@ -646,11 +646,12 @@ template <typename T>
 void check_compaction_on_every_path(uint64_t seed) {
   // compact_chunk_host on every path against compact_chunk (the scalar
   // loop): the same counts and the same entries in each class's range, for
-  // every length up to 70 (ragged tails of 16 labels), a few long ones, all
-  // one class, none of either, and negative labels other than 0.
+  // every length up to 140 (ragged tails of 16 and of 32 labels, with full
+  // and masked stores on the VBMI2 path), a few long ones, all one class,
+  // none of either, and negative labels other than 0.
   std::mt19937_64 rng(seed);
   std::vector<int64_t> lengths;
-  for (int64_t len = 0; len <= 70; ++len) lengths.push_back(len);
+  for (int64_t len = 0; len <= 140; ++len) lengths.push_back(len);
   for (int64_t len : {int64_t{1000}, int64_t{4099}, kChunk}) lengths.push_back(len);
   for (int64_t len : lengths) {
     for (int mode = 0; mode < 5; ++mode) {
