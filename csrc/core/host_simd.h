@@ -330,6 +330,80 @@ __attribute__((target("avx512f,avx512bw,avx512vl,popcnt"))) inline void compact_
   *num_pos = p;
   *num_neg = q;
 }
+
+// compact_chunk_avx512 with VBMI2, 32 labels at a time: each class's 32-bit
+// mask from four (int64) or two (int32) pairs of comparisons; vpcompressw
+// packs its 16-bit offsets, with no narrowing. While 64 labels or more are
+// left (i + 64 <= len), each class's store writes all 32 lanes, the lanes
+// past the group's entries landing between the classes, never on an entry:
+// before the group p + q <= i, so the front store's [p, p + 32) lies below
+// the negatives' [len - q, len) (p + 32 <= i + 32 <= len - q), and the back
+// store's [len - q - 32, len - q) above the positives' [0, p + np) (np <=
+// 32: p + np + q + 32 <= i + 64 <= len). The group of the last 32 to 63
+// labels uses masked stores, as compact_chunk_avx512 does.
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2,popcnt"))) inline void
+compact_chunk_avx512_vbmi2(const T* labels, int64_t len, int64_t negative_label, uint16_t* work,
+                           int64_t* num_pos, int64_t* num_neg) {
+  static_assert(std::is_same<T, int64_t>::value || std::is_same<T, int32_t>::value, "");
+  alignas(64) static constexpr uint16_t kIota[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
+                                                     11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
+                                                     22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
+  alignas(64) static constexpr uint16_t kReverse[32] = {31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21,
+                                                        20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10,
+                                                        9,  8,  7,  6,  5,  4,  3,  2,  1,  0};
+  const __m512i iota = _mm512_load_si512(kIota);
+  const __m512i reverse = _mm512_load_si512(kReverse);
+  const __m512i zero = _mm512_setzero_si512();
+  int64_t p = 0;
+  int64_t q = 0;
+  int64_t i = 0;
+  for (; i + 32 <= len; i += 32) {
+    __mmask32 neg, nonneg;
+    if constexpr (std::is_same<T, int64_t>::value) {
+      const __m512i nl = _mm512_set1_epi64(negative_label);
+      __mmask16 neg_half[2], nonneg_half[2];
+      for (int h = 0; h < 2; ++h) {
+        const __m512i a = _mm512_loadu_si512(labels + i + 16 * h);
+        const __m512i b = _mm512_loadu_si512(labels + i + 16 * h + 8);
+        neg_half[h] = _mm512_kunpackb(_mm512_cmpeq_epi64_mask(b, nl), _mm512_cmpeq_epi64_mask(a, nl));
+        nonneg_half[h] =
+            _mm512_kunpackb(_mm512_cmpge_epi64_mask(b, zero), _mm512_cmpge_epi64_mask(a, zero));
+      }
+      neg = _mm512_kunpackw(neg_half[1], neg_half[0]);
+      nonneg = _mm512_kunpackw(nonneg_half[1], nonneg_half[0]);
+    } else {
+      const __m512i nl = _mm512_set1_epi32(static_cast<int32_t>(negative_label));
+      const __m512i a = _mm512_loadu_si512(labels + i);
+      const __m512i b = _mm512_loadu_si512(labels + i + 16);
+      neg = _mm512_kunpackw(_mm512_cmpeq_epi32_mask(b, nl), _mm512_cmpeq_epi32_mask(a, nl));
+      nonneg = _mm512_kunpackw(_mm512_cmpge_epi32_mask(b, zero), _mm512_cmpge_epi32_mask(a, zero));
+    }
+    const __mmask32 pos = nonneg & ~neg;
+    // Offsets below 2^16 (len <= kChunk); i's 16-bit cast wraps above 2^15
+    // (as GCC and clang define it), the sum's bits are the offsets.
+    const __m512i offsets = _mm512_add_epi16(iota, _mm512_set1_epi16(static_cast<int16_t>(i)));
+    const int np = __builtin_popcount(pos);
+    const int nn = __builtin_popcount(neg);
+    const __m512i front = _mm512_maskz_compress_epi16(pos, offsets);
+    // The j-th negative of the group goes to work[len - 1 - q - j]: lane 31 - j
+    // of a store at work + len - 32 - q (never below work: q <= i <= len - 32).
+    const __m512i back = _mm512_permutexvar_epi16(reverse, _mm512_maskz_compress_epi16(neg, offsets));
+    if (i + 64 <= len) {
+      _mm512_storeu_si512(work + p, front);
+      _mm512_storeu_si512(work + len - 32 - q, back);
+    } else {
+      _mm512_mask_storeu_epi16(work + p, static_cast<__mmask32>((uint64_t{1} << np) - 1), front);
+      _mm512_mask_storeu_epi16(work + len - 32 - q,
+                               static_cast<__mmask32>(~((uint64_t{1} << (32 - nn)) - 1)), back);
+    }
+    p += np;
+    q += nn;
+  }
+  compact_labels(labels, 1, i, len, negative_label, work, p, q);  // the tail
+  *num_pos = p;
+  *num_neg = q;
+}
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif
@@ -415,77 +489,6 @@ __attribute__((target("avx2,popcnt"))) inline void compact_chunk_avx2(
   *num_neg = q;
 }
 
-// compact_chunk_avx512 with VBMI2, 32 labels at a time: each class's 32-bit
-// mask from four (int64) or two (int32) pairs of comparisons; vpcompressw
-// packs its 16-bit offsets, with no narrowing. While 64 labels or more are
-// left (i + 64 <= len), each class's store writes all 32 lanes, the lanes
-// past the group's entries landing between the classes, never on an entry:
-// the front store covers [p, p + 32), below the negatives' [len - q, len),
-// and the back one [len - q - 32, len - q), above the positives' [0, p +
-// np), as p + q <= i. The last 32 to 63 labels' groups use masked stores,
-// as compact_chunk_avx512 does.
-template <typename T>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2,popcnt"))) inline void
-compact_chunk_avx512_vbmi2(const T* labels, int64_t len, int64_t negative_label, uint16_t* work,
-                           int64_t* num_pos, int64_t* num_neg) {
-  static_assert(std::is_same<T, int64_t>::value || std::is_same<T, int32_t>::value, "");
-  alignas(64) static constexpr uint16_t kIota[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
-                                                     11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
-                                                     22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
-  alignas(64) static constexpr uint16_t kReverse[32] = {31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21,
-                                                        20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10,
-                                                        9,  8,  7,  6,  5,  4,  3,  2,  1,  0};
-  const __m512i iota = _mm512_load_si512(kIota);
-  const __m512i reverse = _mm512_load_si512(kReverse);
-  const __m512i zero = _mm512_setzero_si512();
-  int64_t p = 0;
-  int64_t q = 0;
-  int64_t i = 0;
-  for (; i + 32 <= len; i += 32) {
-    __mmask32 neg, nonneg;
-    if constexpr (std::is_same<T, int64_t>::value) {
-      const __m512i nl = _mm512_set1_epi64(negative_label);
-      __mmask16 neg_half[2], nonneg_half[2];
-      for (int h = 0; h < 2; ++h) {
-        const __m512i a = _mm512_loadu_si512(labels + i + 16 * h);
-        const __m512i b = _mm512_loadu_si512(labels + i + 16 * h + 8);
-        neg_half[h] = _mm512_kunpackb(_mm512_cmpeq_epi64_mask(b, nl), _mm512_cmpeq_epi64_mask(a, nl));
-        nonneg_half[h] =
-            _mm512_kunpackb(_mm512_cmpge_epi64_mask(b, zero), _mm512_cmpge_epi64_mask(a, zero));
-      }
-      neg = _mm512_kunpackw(neg_half[1], neg_half[0]);
-      nonneg = _mm512_kunpackw(nonneg_half[1], nonneg_half[0]);
-    } else {
-      const __m512i nl = _mm512_set1_epi32(static_cast<int32_t>(negative_label));
-      const __m512i a = _mm512_loadu_si512(labels + i);
-      const __m512i b = _mm512_loadu_si512(labels + i + 16);
-      neg = _mm512_kunpackw(_mm512_cmpeq_epi32_mask(b, nl), _mm512_cmpeq_epi32_mask(a, nl));
-      nonneg = _mm512_kunpackw(_mm512_cmpge_epi32_mask(b, zero), _mm512_cmpge_epi32_mask(a, zero));
-    }
-    const __mmask32 pos = nonneg & ~neg;
-    // Offsets below 2^16 (len <= kChunk): the 16-bit sum wraps to the right bits.
-    const __m512i offsets = _mm512_add_epi16(iota, _mm512_set1_epi16(static_cast<int16_t>(i)));
-    const int np = __builtin_popcount(pos);
-    const int nn = __builtin_popcount(neg);
-    const __m512i front = _mm512_maskz_compress_epi16(pos, offsets);
-    // The j-th negative of the group goes to work[len - 1 - q - j]: lane 31 - j
-    // of a store at work + len - 32 - q (never below work: q <= i <= len - 32).
-    const __m512i back = _mm512_permutexvar_epi16(reverse, _mm512_maskz_compress_epi16(neg, offsets));
-    if (i + 64 <= len) {
-      _mm512_storeu_si512(work + p, front);
-      _mm512_storeu_si512(work + len - 32 - q, back);
-    } else {
-      _mm512_mask_storeu_epi16(work + p, static_cast<__mmask32>((uint64_t{1} << np) - 1), front);
-      _mm512_mask_storeu_epi16(work + len - 32 - q,
-                               static_cast<__mmask32>(~((uint64_t{1} << (32 - nn)) - 1)), back);
-    }
-    p += np;
-    q += nn;
-  }
-  compact_labels(labels, 1, i, len, negative_label, work, p, q);  // the tail
-  *num_pos = p;
-  *num_neg = q;
-}
 #endif
 
 // compact_chunk (the same workspace entries and counts), with AVX-512 or

@@ -4,7 +4,7 @@
 //   1. compact a row's chunks, recording per-chunk class counts;
 //   2. turn the row's counts into prefix sums;
 //   3. fill the row's slots, a block at a time, from the row's plan.
-// How the threads share the rows (ThreadSplit, below): rows that divide
+// How the threads share the rows (ThreadSplit, balanced_sample_cpu.h): rows that divide
 // evenly among the threads, or many rows, run whole, one after another on
 // each thread; fewer rows whose slots are worth splitting are compacted by
 // every thread that fills some of their slots, into its own workspace, so
@@ -25,6 +25,7 @@
 #include "core/host_simd.h"
 #include "core/label_compaction.h"
 #include "core/row_plan.h"
+#include "cpu/balanced_sample_cpu.h"
 #include "cpu/common.h"
 #include "ops/balanced_sample.h"
 #include "ops/common.h"
@@ -34,16 +35,6 @@ namespace syncfree {
 namespace ops {
 
 namespace {
-
-constexpr int64_t kSlotBlock = 4096;
-
-// Work per unit of each phase (units: see cpu/common.h).
-constexpr int64_t kChunkWork = 64;      // a (row, chunk) unit, besides its labels
-constexpr int64_t kRowPlanWork = 256;   // a (row, block) unit's plan and small tables
-constexpr int64_t kSlotWork = 12;       // one slot: the permutations and the lookup
-
-// Workspaces up to this size reuse a buffer kept by the calling thread.
-constexpr size_t kScratchBytes = size_t{16} << 20;
 
 // Workspace of one call: `copies` compacted rows of n labels (2 bytes per
 // label), then each class's per-row prefix sums (prefix_len each). One of
@@ -82,77 +73,6 @@ class Workspace {
  private:
   at::Tensor owned_;
 };
-
-// A slot read from a row that another thread compacted costs more than one
-// from a row its own thread compacted: the entry's cache line comes from the
-// other core, and that core's next compaction must take it back. On the
-// benchmark machine (2026-12-03, two threads, one row of 1e5 labels and
-// K = 1e4, docs/benchmarks.md) the call took 7 to 40 ns per slot more than
-// half its one-thread work, depending on the process; at one row of 1e6
-// (K = 1e5) the phases' time varied 2x between processes. A task compacts
-// the rows it fills slots of itself when their labels are at most
-// kSharedSlotWork units of work per slot it fills (two threads on one row:
-// K >= N / 16).
-constexpr int64_t kSharedSlotWork = 32;
-
-// How sample_rows shares rows x n labels and k slots per row among the
-// pool's threads, decided before the workspace is made (the number of
-// compacted rows it holds depends on it).
-struct ThreadSplit {
-  enum Kind {
-    // Rows that divide evenly among the threads, or many rows (at least
-    // four per thread), run whole, one after another on each thread: a
-    // row's workspace is still in the cache when its slots read it.
-    kWholeRows,
-    // Fewer rows, with enough slots to split: each task fills a run of
-    // (row, block) units, and compacts each row of its run into its own
-    // workspace first. A row is compacted by every task that fills some of
-    // its slots (once per task), and no task reads what another wrote: the
-    // random reads of a shared workspace, and the next call taking its
-    // cache lines back, cost more than compacting the row again where the
-    // row's labels are at most kSharedSlotWork units of work per slot of
-    // the task (the cost of a shared read), and the tasks' rows take at
-    // most half the buffer the calling thread keeps (8 MiB: four million
-    // labels; the memory stays bounded whatever the thread count).
-    kOwnRows,
-    // Otherwise each step is a parallel phase over all the rows.
-    kPhases,
-  };
-  Kind kind;
-  SlotBlocks slots;    // each row's slots in blocks: step 3's units (row, block)
-  int64_t row_grain;   // kWholeRows: the grain of rows
-  int64_t slot_grain;  // kOwnRows, kPhases: the grain of (row, block) units
-  int64_t copies;      // compacted rows the workspace holds: one per row, or per task (kOwnRows)
-};
-
-// slot_work is the work of one slot (units: cpu/common.h), max_block the
-// most slots of a unit.
-ThreadSplit split_threads(int64_t rows, int64_t n, int64_t k, int64_t slot_work,
-                          int64_t max_block) {
-  // A call with no slot or no label samples nothing (and its k may be any
-  // int64 when it has no row).
-  if (rows == 0 || k == 0 || n == 0) return {ThreadSplit::kWholeRows, {1, 1}, 1, 1, rows};
-  const int64_t threads = std::max(1, at::get_num_threads());
-  const int64_t chunks = core::num_chunks(n);
-  const SlotBlocks slots = slot_blocks(rows, k, max_block);
-  const int64_t row_work = n + chunks * kChunkWork + slots.count * kRowPlanWork + k * slot_work;
-  const int64_t slot_grain = parallel_grain(kRowPlanWork + slot_work * slots.size);
-  const int64_t units = rows * slots.count;
-  if (rows % threads == 0 || rows >= 4 * threads) {
-    return {ThreadSplit::kWholeRows, slots, parallel_grain(row_work), slot_grain, rows};
-  }
-  // at::parallel_for runs the units as at most min(threads, ceil(units /
-  // grain)) tasks when there are more than a grain of them.
-  const int64_t tasks = units > slot_grain ? std::min(threads, (units + slot_grain - 1) / slot_grain) : 1;
-  // A task's slots that can be valid: at most n per row.
-  const int64_t task_slots = rows * std::min(k, n) / tasks;
-  // The tasks' rows take at most half the buffer the calling thread keeps.
-  const bool fits = static_cast<size_t>(tasks * n) * 2 <= kScratchBytes / 2;
-  if (tasks > 1 && fits && n + chunks * kChunkWork <= task_slots * kSharedSlotWork) {
-    return {ThreadSplit::kOwnRows, slots, parallel_grain(row_work), slot_grain, tasks};
-  }
-  return {ThreadSplit::kPhases, slots, parallel_grain(row_work), slot_grain, rows};
-}
 
 // The sampler's three steps over `rows` rows of n labels (data: labels'
 // elements, any strides), writing indices and valid [rows, k], the threads
@@ -273,7 +193,7 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
   std::tie(indices, valid) = empty_sample_outputs(op, labels, num_samples);
   const int64_t rows = num_rows(labels).expect_int();
   const int64_t n = labels.size(-1);
-  const ThreadSplit split = split_threads(rows, n, num_samples, kSlotWork, kSlotBlock);
+  const ThreadSplit split = sample_split(rows, n, num_samples);
   const std::optional<Workspace> workspace = make_workspace(op, labels, num_samples, split);
   draw_seed(op, seed, generator, &params);
   if (rows == 0 || num_samples == 0) return {indices, valid};
@@ -306,11 +226,7 @@ SampleGatherOutputs balanced_sample_gather_cpu(
       check_balanced_sample_gather_args(features, labels, num_samples, positive_fraction,
                                         negative_label, fill_positives, seed, generator);
   FusedCall call(op, features, labels, num_samples);
-  // A unit's slots: its sampling and its gather (about kParallelWork / 2 of
-  // work at most, fewer slots for wide feature rows).
-  const int64_t slot_work = kSlotWork + kGatherSlotWork + call.row_bytes / 16;
-  const int64_t max_block = std::clamp<int64_t>(kParallelWork / 2 / slot_work, 1, kSlotBlock);
-  const ThreadSplit split = split_threads(call.rows, call.n, call.k, slot_work, max_block);
+  const ThreadSplit split = sample_gather_split(call.rows, call.n, call.k, call.row_bytes);
   const std::optional<Workspace> workspace = make_workspace(op, labels, num_samples, split);
   draw_seed(op, seed, generator, &params);
   if (!call.has_slots()) return call.take();

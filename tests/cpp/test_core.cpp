@@ -661,17 +661,26 @@ void check_compaction_on_every_path(uint64_t seed) {
         const int64_t r = static_cast<int64_t>(rng() % 5) - 1;  // -1 .. 3
         v = static_cast<T>(mode == 1 ? 1 : mode == 2 ? 0 : mode == 3 ? -1 : r);
       }
-      std::vector<uint16_t> want(static_cast<size_t>(len) + 1), got(want.size());
+      std::vector<uint16_t> want(static_cast<size_t>(len) + 1);
       int64_t want_p = -1, want_q = -1;
       compact_chunk(labels.data(), 1, len, negative_label, want.data(), &want_p, &want_q);
+      // The chunk's workspace between two guards of 64 entries, which no path may write.
+      constexpr int64_t kGuard = 64;
+      constexpr uint16_t kSentinel = 0xBEEF;
+      std::vector<uint16_t> buffer(static_cast<size_t>(len + 2 * kGuard));
+      uint16_t* got = buffer.data() + kGuard;
       for_each_simd_path([&](SimdPath path) {
+        std::fill(buffer.begin(), buffer.end(), kSentinel);
         int64_t p = -1, q = -1;
-        compact_chunk_host(labels.data(), 1, len, negative_label, got.data(), &p, &q, path);
+        compact_chunk_host(labels.data(), 1, len, negative_label, got, &p, &q, path);
         ASSERT_EQ(p, want_p) << "path " << static_cast<int>(path) << ", len " << len;
         ASSERT_EQ(q, want_q) << "path " << static_cast<int>(path) << ", len " << len;
-        for (int64_t j = 0; j < p; ++j) ASSERT_EQ(got[static_cast<size_t>(j)], want[static_cast<size_t>(j)]);
-        for (int64_t j = len - q; j < len; ++j)
-          ASSERT_EQ(got[static_cast<size_t>(j)], want[static_cast<size_t>(j)]);
+        for (int64_t j = 0; j < p; ++j) ASSERT_EQ(got[j], want[static_cast<size_t>(j)]);
+        for (int64_t j = len - q; j < len; ++j) ASSERT_EQ(got[j], want[static_cast<size_t>(j)]);
+        for (int64_t j = 1; j <= kGuard; ++j) {
+          ASSERT_EQ(got[-j], kSentinel) << "path " << static_cast<int>(path) << ", len " << len;
+          ASSERT_EQ(got[len - 1 + j], kSentinel) << "path " << static_cast<int>(path) << ", len " << len;
+        }
       });
     }
   }

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "core/host_sampler.h"
+#include "cpu/balanced_sample_cpu.h"
 #include "cpu/common.h"
 #include "ops/gather_sampled.h"
 
@@ -116,6 +117,67 @@ TEST(CpuParallel, SameBitsOnOneThreadAndOnSeveral) {
     }
     ++seed;
   }
+}
+
+TEST(CpuParallel, EachShapeTakesTheSplitItIsMeantTo) {
+  // The test above checks that every split gives the same bits, not which
+  // split a shape takes: here, the shapes above (and the rule's limits) on
+  // the split their comments name, for balanced_sample and for the fused
+  // call with 16 float features (64-byte rows).
+  using syncfree::ops::sample_gather_split;
+  using syncfree::ops::sample_split;
+  using syncfree::ops::ThreadSplit;
+  const ThreadCount restore;
+  struct Case {
+    int threads;
+    int64_t rows, n, k;
+    ThreadSplit::Kind sample, fused;
+  };
+  const auto whole = ThreadSplit::kWholeRows, own = ThreadSplit::kOwnRows,
+             phases = ThreadSplit::kPhases;
+  const std::vector<Case> cases = {
+      {1, 1, 100000, 10000, whole, whole},       // one thread: whole rows
+      {2, 32, 1000, 100, whole, whole},          // rows a multiple of the threads
+      {3, 32, 1000, 100, whole, whole},          // at least four rows per thread
+      {8, 32, 1000, 100, whole, whole},
+      {2, 1, 100000, 10000, own, own},           // one row, K = N / 10: each task compacts it
+      {3, 1, 100000, 10000, own, own},
+      {8, 1, 100000, 10000, own, phases},        // the fused call's tasks have too few slots
+      {2, 3, 20000, 6000, own, own},             // three rows, a task's slots span two
+      {2, 1, 300000, 6000, phases, phases},      // few slots per label
+      {2, 1, 1000000, 10000, phases, phases},
+      {2, 1, 1000000, 100000, own, own},         // one row of 1e6, K = N / 10
+      {4, 1, 1000000, 125000, phases, phases},   // four tasks need 32 K / 4 >= N + 64 x 16 chunks
+      {4, 1, 1000000, 125128, own, own},
+      {2, 2, 3 * 65536 + 9, 9000, whole, whole}, // rows a multiple of the threads
+      {2, 1, 5000000, 10000000, phases, phases}, // two copies of the row would take 20 MB
+      {2, 1, 1 << 21, 1 << 21, own, own},        // two copies take 8 MiB: the cap
+      {2, 1, (1 << 21) + 1, 1 << 21, phases, phases},  // just over it
+      {2, 1, 100, 1, phases, phases},            // one slot: phases, each on the calling thread
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message() << c.threads << " threads, rows " << c.rows << ", n "
+                                      << c.n << ", k " << c.k);
+    at::set_num_threads(c.threads);
+    const ThreadSplit sample = sample_split(c.rows, c.n, c.k);
+    const ThreadSplit fused = sample_gather_split(c.rows, c.n, c.k, 64);
+    EXPECT_EQ(sample.kind, c.sample);
+    EXPECT_EQ(fused.kind, c.fused);
+    for (const ThreadSplit& split : {sample, fused}) {
+      // The workspace holds a row per task that compacts its own, else a row per row.
+      if (split.kind == ThreadSplit::kOwnRows) {
+        EXPECT_GT(split.copies, 1);
+        EXPECT_LE(split.copies, c.threads);
+      } else {
+        EXPECT_EQ(split.copies, c.rows);
+      }
+    }
+  }
+  // A call with no row takes no split, whatever its k.
+  at::set_num_threads(2);
+  const ThreadSplit none = sample_split(0, 10, std::numeric_limits<int64_t>::max());
+  EXPECT_EQ(none.kind, ThreadSplit::kWholeRows);
+  EXPECT_EQ(none.copies, 0);
 }
 
 TEST(CpuParallel, APhaseRunsInParallelExactlyWhenItHoldsMoreThanTheParallelWork) {
