@@ -488,7 +488,6 @@ __attribute__((target("avx2,popcnt"))) inline void compact_chunk_avx2(
   *num_pos = p;
   *num_neg = q;
 }
-
 #endif
 
 // compact_chunk (the same workspace entries and counts), with AVX-512 or
