@@ -496,26 +496,21 @@ template <typename T>
 inline void compact_chunk_host(const T* labels, int64_t stride, int64_t len,
                                int64_t negative_label, uint16_t* work, int64_t* num_pos,
                                int64_t* num_neg, SimdPath path = simd_path()) {
-#ifdef SYNCFREE_HAVE_AVX512_PATH
   if constexpr (std::is_same<T, int64_t>::value || std::is_same<T, int32_t>::value) {
     // A negative_label outside int32's range matches no int32 label: left to the scalar loop.
     const bool vector = stride == 1 && (std::is_same<T, int64_t>::value || negative_label <= INT32_MAX);
+#ifdef SYNCFREE_HAVE_AVX512_PATH
     if (vector && path >= SimdPath::kAvx512Vbmi2)
       return compact_chunk_avx512_vbmi2(labels, len, negative_label, work, num_pos, num_neg);
     if (vector && path >= SimdPath::kAvx512)
       return compact_chunk_avx512(labels, len, negative_label, work, num_pos, num_neg);
-  }
 #endif
 #ifdef SYNCFREE_HAVE_AVX2_PATH
-  if (stride == 1 && path == SimdPath::kAvx2) {
-    if constexpr (std::is_same<T, int64_t>::value) {
+    if (vector && path == SimdPath::kAvx2)
       return compact_chunk_avx2(labels, len, negative_label, work, num_pos, num_neg);
-    } else if constexpr (std::is_same<T, int32_t>::value) {
-      if (negative_label <= INT32_MAX)
-        return compact_chunk_avx2(labels, len, negative_label, work, num_pos, num_neg);
-    }
-  }
 #endif
+    (void)vector;
+  }
   compact_chunk(labels, stride, len, negative_label, work, num_pos, num_neg);
 }
 

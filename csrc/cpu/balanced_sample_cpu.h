@@ -72,7 +72,7 @@ struct ThreadSplit {
 // slot_work is the work of one slot (units: cpu/common.h), max_block the
 // most slots of a unit.
 inline ThreadSplit split_threads(int64_t rows, int64_t n, int64_t k, int64_t slot_work,
-                          int64_t max_block) {
+                                 int64_t max_block) {
   // A call with no slot or no label samples nothing (and its k may be any
   // int64 when it has no row).
   if (rows == 0 || k == 0 || n == 0) return {ThreadSplit::kWholeRows, {1, 1}, 1, 1, rows};
