@@ -24,13 +24,16 @@ struct NoGather {
 // Writes slots [begin, end) of one row: indices (or -1) and validity.
 // Evaluates pick_slot() for a batch of slots at a time, class by class.
 //
-// gather: for a fused gather (Gather::kGathers), the first 64 bytes of each
-// picked item's row (item_rows() + index * row_bytes()) are prefetched into
-// the L2 cache as its index is written, and gather(first, last) runs on
-// slots [first, last) one batch behind: after the next batch is written, so
-// that the rows it reads have been in flight during that batch's
-// permutations. Every slot of [begin, end) is passed to it once, in order,
-// the invalid ones last.
+// gather: for a fused gather (Gather::kGathers), as a batch's indices are
+// written, each picked item's feature row is requested (prefetch_row) and
+// the batch's slots are passed by class (classes(pos_slots, np, neg_slots,
+// nn): the gather may request the positives' labels and write the
+// negatives', which are the negative label); gather(first, last, pos_slots,
+// np) runs on the valid slots [first, last) one batch behind, after the
+// next batch is written, so that what it reads has been in flight during
+// that batch's permutations (pos_slots: the np positives among them). The
+// invalid slots are passed last, as gather(first, last). Every slot of
+// [begin, end) is passed to it once, in order.
 template <typename Gather = NoGather>
 inline void fill_row_slots(const RowPlan& plan, const CompactRow& row, int64_t begin, int64_t end,
                            int64_t* indices, bool* valid, const Gather& gather = Gather()) {
@@ -50,10 +53,15 @@ inline void fill_row_slots(const RowPlan& plan, const CompactRow& row, int64_t b
     const SimdPath path = simd_path();
     // + 8: room for the vector paths' full stores.
     int64_t t[kBatch], pos_rank[kBatch + 8], neg_rank[kBatch + 8];
-    int64_t pos_slot[kBatch + 8], neg_slot[kBatch + 8];
+    // The positives' slots of this batch and of the one before it (which a
+    // fused gather is passed one batch behind).
+    int64_t pos_slots[2][kBatch + 8], neg_slot[kBatch + 8];
     int64_t start[kBatch];  // each pick's chunk start (positives, then negatives)
+    int cur = 0;
+    [[maybe_unused]] int64_t pending_np = 0;  // positives of the batch [pending, b0)
     for (int64_t b0 = begin; b0 < valid_end; b0 += kBatch) {
       const int64_t count = std::min(kBatch, valid_end - b0);
+      int64_t* pos_slot = pos_slots[cur];
       for (int64_t i = 0; i < count; ++i) t[i] = b0 + i;
       if (plan.permute_slots) slots.apply(t, count);
       const int64_t np =
@@ -73,19 +81,25 @@ inline void fill_row_slots(const RowPlan& plan, const CompactRow& row, int64_t b
         indices[neg_slot[i]] = start[np + i] + row.work[neg_rank[i]];
       for (int64_t i = 0; i < count; ++i) valid[b0 + i] = true;
       if constexpr (Gather::kGathers) {
-        for (int64_t i = b0; i < b0 + count; ++i)
-          prefetch_l2(gather.item_rows() + indices[i] * gather.row_bytes());
-        if (pending < b0) gather(pending, b0);
+        // What the gather of this batch will read, requested now: every
+        // item's feature row, and the batch's slots by class.
+        for (int64_t i = b0; i < b0 + count; ++i) gather.prefetch_row(indices[i]);
+        gather.classes(pos_slot, np, neg_slot, nn);
+        if (pending < b0) gather(pending, b0, pos_slots[cur ^ 1], pending_np);
         pending = b0;
+        pending_np = np;
+        cur ^= 1;
       }
     }
+    if constexpr (Gather::kGathers) gather(pending, valid_end, pos_slots[cur ^ 1], pending_np);
   }
-  for (int64_t s = std::max(begin, num_valid); s < end; ++s) {
+  const int64_t first_invalid = std::max(begin, num_valid);
+  for (int64_t s = first_invalid; s < end; ++s) {
     indices[s] = -1;
     valid[s] = false;
   }
   if constexpr (Gather::kGathers) {
-    if (pending < end) gather(pending, end);
+    if (first_invalid < end) gather(first_invalid, end);
   }
 }
 

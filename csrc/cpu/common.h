@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <type_traits>
@@ -154,12 +155,13 @@ constexpr int64_t kGatherAhead = 16;
 // [0, n) gets nothing read: it is reported (returns false, *bad_index set)
 // and left as an invalid slot. The feature row (its first 256 bytes) and the
 // label of the slot kGatherAhead ahead are prefetched, so that many random
-// loads are in flight at once.
+// loads are in flight at once. Without read_labels the valid slots' labels
+// are left to the caller (a fused sampler, which knows each slot's class).
 template <typename T, typename Copy>
 bool gather_slots(const Copy& copy, const char* row_features, int64_t row_bytes,
                   const T* row_labels, int64_t label_stride, int64_t n, const int64_t* indices,
                   const bool* valid, int64_t count, char* out_features, int64_t* out_labels,
-                  int64_t* bad_index) {
+                  int64_t* bad_index, bool read_labels = true) {
   const int64_t prefetch_bytes = std::min<int64_t>(row_bytes, 256);
   const auto source = [&](int64_t j) -> int64_t {  // the slot's item, or -1: nothing to read
     const int64_t i = indices[j];
@@ -170,7 +172,7 @@ bool gather_slots(const Copy& copy, const char* row_features, int64_t row_bytes,
     if (i < 0) return;
     const char* row = row_features + i * row_bytes;
     for (int64_t b = 0; b < prefetch_bytes; b += 64) core::prefetch(row + b);
-    core::prefetch(row_labels + i * label_stride);
+    if (read_labels) core::prefetch(row_labels + i * label_stride);
   };
   for (int64_t j = 0; j < std::min(kGatherAhead, count); ++j) prefetch_slot(j);
   bool ok = true;
@@ -180,7 +182,7 @@ bool gather_slots(const Copy& copy, const char* row_features, int64_t row_bytes,
     const int64_t i = source(j);
     if (i >= 0) {
       copy(dst, row_features + i * row_bytes);
-      out_labels[j] = static_cast<int64_t>(row_labels[i * label_stride]);
+      if (read_labels) out_labels[j] = static_cast<int64_t>(row_labels[i * label_stride]);
     } else {
       if (valid[j]) {  // valid, but out of range
         *bad_index = indices[j];
@@ -217,6 +219,18 @@ inline int64_t row_offset(const at::Tensor& labels, int64_t r) {
 // core::fill_row_slots): the row's feature rows and labels, and its slots'
 // outputs (each pointer at the row's slot 0). Sampler indices are always in
 // [0, n): nothing is reported.
+// A fused balanced sampler whose rows' labels span more than this many
+// bytes reads them by class (RowGather::by_class): a negative's label is the
+// negative label, never read, and a positive's is requested a batch of
+// slots ahead, as its feature row is. Such labels come from memory rather
+// than the caches, one random read per slot besides the feature row's: at
+// one row of 1e6 int64 labels (8 MB) reading them by class took the call
+// 0.8x to 0.9x the time (docs/benchmarks.md). Labels that span less are
+// still in the cache from the row's compaction, and each is read as its
+// slot's row is copied: by class, 32 rows of 1e5 (800 kB each) took 1.02x
+// to 1.08x. About the L2 cache of one core.
+constexpr int64_t kCachedLabelBytes = int64_t{1} << 20;
+
 template <typename T, typename Copy>
 struct RowGather {
   static constexpr bool kGathers = true;
@@ -225,14 +239,43 @@ struct RowGather {
   int64_t bytes;         // per feature row
   const T* labels;       // the row's first label
   int64_t label_stride;
+  // The balanced sampler's labels by class (see kCachedLabelBytes): a
+  // positive's read, a negative's known (negative_value, as int64).
+  bool by_class;
+  int64_t negative_value;
   int64_t n;
   const int64_t* indices;
   const bool* valid;
   char* out_features;
   int64_t* out_labels;
 
-  const char* item_rows() const { return features; }
-  int64_t row_bytes() const { return bytes; }
+  // Requests item i's feature row (its first 64 bytes) into the L2 cache,
+  // ahead of the gather.
+  void prefetch_row(int64_t i) const { core::prefetch_l2(features + i * bytes); }
+  // A batch's slots by class, as their indices are written: with
+  // by_class, the positives' labels are requested and the negatives'
+  // written.
+  void classes(const int64_t* pos_slots, int64_t np, const int64_t* neg_slots,
+               int64_t nn) const {
+    if (!by_class) return;
+    for (int64_t i = 0; i < np; ++i)
+      core::prefetch_l2(labels + indices[pos_slots[i]] * label_stride);
+    for (int64_t i = 0; i < nn; ++i) out_labels[neg_slots[i]] = negative_value;
+  }
+  // Valid slots [first, last), the np positives among them pos_slots: every
+  // feature row, and every label (with by_class, the positives' only).
+  void operator()(int64_t first, int64_t last, const int64_t* pos_slots, int64_t np) const {
+    int64_t unused;
+    gather_slots(*copy, features, bytes, labels, label_stride, n, indices + first, valid + first,
+                 last - first, out_features + first * bytes, out_labels + first, &unused,
+                 /*read_labels=*/!by_class);
+    if (!by_class) return;
+    for (int64_t i = 0; i < np; ++i) {
+      const int64_t s = pos_slots[i];
+      out_labels[s] = static_cast<int64_t>(labels[indices[s] * label_stride]);
+    }
+  }
+  // Slots [first, last), each label read (or -1 for an invalid slot).
   void operator()(int64_t first, int64_t last) const {
     int64_t unused;
     gather_slots(*copy, features, bytes, labels, label_stride, n, indices + first, valid + first,
@@ -290,13 +333,24 @@ struct FusedCall {
 // r's RowGather.
 template <typename T, typename Copy>
 class FusedGather {
+  // Bytes from a row's first label to its last.
+  static int64_t label_span(const at::Tensor& labels) {
+    const int64_t n = labels.size(-1);
+    return n == 0 ? 0 : ((n - 1) * std::abs(labels.stride(-1)) + 1) * static_cast<int64_t>(sizeof(T));
+  }
+
  public:
-  FusedGather(const Copy& copy, FusedCall& call, const at::Tensor& labels)
+  // by_class: a balanced sampler's call, whose negatives' label is
+  // negative_label (read by class where the labels are large).
+  FusedGather(const Copy& copy, FusedCall& call, const at::Tensor& labels, bool by_class = false,
+              int64_t negative_label = 0)
       : copy_(&copy),
         features_(static_cast<const char*>(call.features.data_ptr())),
         labels_(labels),
         label_data_(static_cast<const T*>(labels.data_ptr())),
         row_bytes_(call.row_bytes),
+        by_class_(by_class && label_span(labels) > kCachedLabelBytes),
+        negative_value_(std::is_same<T, bool>::value ? 0 : negative_label),
         n_(call.n),
         k_(call.k),
         out_features_(static_cast<char*>(std::get<0>(call.out).data_ptr())),
@@ -310,6 +364,8 @@ class FusedGather {
             row_bytes_,
             label_data_ + row_offset(labels_, r),
             labels_.stride(-1),
+            by_class_,
+            negative_value_,
             n_,
             indices_ + r * k_,
             valid_ + r * k_,
@@ -323,6 +379,8 @@ class FusedGather {
   const at::Tensor& labels_;
   const T* label_data_;
   int64_t row_bytes_;
+  bool by_class_;
+  int64_t negative_value_;
   int64_t n_;
   int64_t k_;
   char* out_features_;

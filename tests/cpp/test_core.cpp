@@ -367,6 +367,45 @@ void for_each_simd_path(const Body& body) {
   simd_path_limit() = saved;
 }
 
+// A fused gather's part as fill_row_slots drives it, recording what it is
+// given: how each slot was passed (1: with the valid slots, 2: with the
+// invalid ones; 0: not passed), once each and in order; its class (0: one
+// of the positives of its call, 1: one of a batch's negatives; -1:
+// neither), once each; and the positives' items, passed by class as their
+// indices are written.
+struct RecordingGather {
+  static constexpr bool kGathers = true;
+  std::vector<int>* passed;
+  std::vector<int>* label_from;
+  int64_t* next;  // the slot the next call must start at
+  std::vector<int64_t>* label_requests;
+  const int64_t* indices;
+  void prefetch_row(int64_t) const {}
+  void classes(const int64_t* pos_slots, int64_t np, const int64_t* neg_slots, int64_t nn) const {
+    for (int64_t i = 0; i < np; ++i) label_requests->push_back(indices[pos_slots[i]]);
+    for (int64_t i = 0; i < nn; ++i) {
+      ASSERT_EQ((*label_from)[static_cast<size_t>(neg_slots[i])], -1) << "slot " << neg_slots[i];
+      (*label_from)[static_cast<size_t>(neg_slots[i])] = 1;
+    }
+  }
+  void pass(int64_t first, int64_t last, int how) const {
+    ASSERT_EQ(first, *next);
+    ASSERT_LE(first, last);
+    for (int64_t s = first; s < last; ++s) (*passed)[static_cast<size_t>(s)] = how;
+    *next = last;
+  }
+  void operator()(int64_t first, int64_t last, const int64_t* pos_slots, int64_t np) const {
+    pass(first, last, 1);
+    for (int64_t i = 0; i < np; ++i) {
+      const int64_t s = pos_slots[i];
+      ASSERT_TRUE(s >= first && s < last) << "slot " << s << " outside [" << first << ", " << last << ")";
+      ASSERT_EQ((*label_from)[static_cast<size_t>(s)], -1) << "slot " << s;
+      (*label_from)[static_cast<size_t>(s)] = 0;
+    }
+  }
+  void operator()(int64_t first, int64_t last) const { pass(first, last, 2); }
+};
+
 TEST(RowPlan, BatchedHostFillEqualsPerSlotEvaluation) {
   // fill_row_slots evaluates batches class by class (small permutations
   // counted or tabulated, by how many slots it fills; the split by class and
@@ -415,17 +454,43 @@ TEST(RowPlan, BatchedHostFillEqualsPerSlotEvaluation) {
           std::unique_ptr<bool[]> valid(new bool[static_cast<size_t>(k)]);
           for (const auto& range : ranges)
             fill_row_slots(plan, row, range.first, range.second, indices.data(), valid.get());
+          // The same with a fused gather: the same slots, each passed to it
+          // once, each valid slot's label read (a positive) or written (a
+          // negative), and the positives' labels requested ahead.
+          std::vector<int64_t> gathered(static_cast<size_t>(k));
+          std::unique_ptr<bool[]> gathered_valid(new bool[static_cast<size_t>(k)]);
+          std::vector<int> passed(static_cast<size_t>(k), 0), label_from(passed.size(), -1);
+          std::vector<int64_t> label_requests;
+          int64_t next = 0;
+          const RecordingGather gather{&passed, &label_from, &next, &label_requests,
+                                       gathered.data()};
+          for (const auto& range : ranges)
+            fill_row_slots(plan, row, range.first, range.second, gathered.data(),
+                           gathered_valid.get(), gather);
+          ASSERT_EQ(next, k);
+          ASSERT_EQ(gathered, indices);
+          std::vector<int64_t> positive_items;
           for (int64_t s = 0; s < k; ++s) {
+            ASSERT_EQ(gathered_valid[static_cast<size_t>(s)], valid[static_cast<size_t>(s)]);
             if (s < plan.quota.valid()) {
               const Pick pick = pick_slot(plan, s);
               ASSERT_TRUE(valid[static_cast<size_t>(s)]) << "path " << static_cast<int>(path);
               ASSERT_EQ(indices[static_cast<size_t>(s)], row.index_of(pick.rank, pick.positive))
                   << "path " << static_cast<int>(path) << ", n " << n << ", slot " << s;
+              ASSERT_EQ(passed[static_cast<size_t>(s)], 1) << "slot " << s;
+              ASSERT_EQ(label_from[static_cast<size_t>(s)], pick.positive ? 0 : 1)
+                  << "path " << static_cast<int>(path) << ", n " << n << ", slot " << s;
+              if (pick.positive) positive_items.push_back(indices[static_cast<size_t>(s)]);
             } else {
               ASSERT_FALSE(valid[static_cast<size_t>(s)]);
               ASSERT_EQ(indices[static_cast<size_t>(s)], -1);
+              ASSERT_EQ(passed[static_cast<size_t>(s)], 2) << "slot " << s;
+              ASSERT_EQ(label_from[static_cast<size_t>(s)], -1) << "slot " << s;
             }
           }
+          std::sort(positive_items.begin(), positive_items.end());
+          std::sort(label_requests.begin(), label_requests.end());
+          ASSERT_EQ(label_requests, positive_items) << "path " << static_cast<int>(path);
         });
       }
     }

@@ -115,6 +115,66 @@ def test_label_dtypes(kind, dtype):
         assert torch.equal(l[v], labels.to(torch.int64).gather(-1, idx.clamp_min(0))[v])
 
 
+# A negative's gathered label is the negative label: where a row's labels
+# span more than 1 MiB the balanced CPU kernel reads only the positives'
+# labels and writes the negatives' (cpu/common.h, kCachedLabelBytes); below,
+# it reads every label. Both, for every label dtype, with negative labels
+# that its values reach and that they cannot (above the dtype's range: no
+# item is negative), rows of several batches of slots (256) with a last
+# partial batch and invalid slots after the valid ones, one thread and two.
+def check_negative_labels(labels, negative_label, Ks):
+    gen = torch.Generator().manual_seed(5)
+    features = torch.randn(labels.shape + (3,), generator=gen)
+    known = 0 if labels.dtype == torch.bool else negative_label
+    reachable = labels.dtype == torch.bool or negative_label <= torch.iinfo(labels.dtype).max
+    threads = torch.get_num_threads()
+    try:
+        for t in (1, 2):
+            torch.set_num_threads(t)
+            for K, fill in Ks:
+                kw = dict(negative_label=negative_label, fill_positives=fill, seed=K + t)
+                (f, l, v), idx = check_fused("balanced", features, labels, K, 0.5, **kw)
+                negative = labels.to(torch.int64).gather(-1, idx.clamp_min(0)) == known
+                assert bool((l[v & negative] == known).all())
+                assert bool((v & ~negative).any())
+                assert bool((v & negative).any()) == reachable
+                if K > labels.shape[-1]:
+                    assert not bool(v.all())
+    finally:
+        torch.set_num_threads(threads)
+
+
+def labels_with_negatives(dtype, shape, negative_label, gen):
+    if dtype == torch.bool:
+        return torch.randint(0, 2, shape, generator=gen).bool()
+    low = 0 if dtype in UNSIGNED_DTYPES or dtype == torch.uint8 else -1
+    values = torch.randint(low, 3, shape, generator=gen)
+    if negative_label <= torch.iinfo(dtype).max:  # some items carry it
+        values[..., ::7] = negative_label
+    return values.to(dtype)
+
+
+@pytest.mark.parametrize("negative_label", [0, 1, 2, 200, 300, 2**40], ids=str)
+@pytest.mark.parametrize("dtype", LABEL_DTYPES, ids=dtype_id)
+def test_negative_labels_of_cached_rows(dtype, negative_label):
+    gen = torch.Generator().manual_seed(negative_label % 97)
+    labels = labels_with_negatives(dtype, (3, 1500), negative_label, gen)
+    check_negative_labels(labels, negative_label, ((777, True), (1400, False), (1600, True)))
+
+
+@pytest.mark.parametrize("dtype, n", [(torch.int64, 140_000), (torch.uint64, 140_000),
+                                      (torch.int32, 270_000), (torch.bool, 1_100_000)], ids=str)
+@pytest.mark.parametrize("negative_label", [0, 2, 300], ids=str)
+def test_negative_labels_of_rows_beyond_the_cache(dtype, n, negative_label):
+    gen = torch.Generator().manual_seed(11)
+    labels = labels_with_negatives(dtype, (2, n), negative_label, gen)
+    check_negative_labels(labels, negative_label, ((3001, True), (n + 5, False)))
+    # A strided row spans its stride: 70,000 int64 labels every other one.
+    if dtype == torch.int64:
+        strided = labels_with_negatives(dtype, (2, 140_000), negative_label, gen)[:, ::2]
+        check_negative_labels(strided, negative_label, ((2999, True),))
+
+
 # --- 2. feature dtypes and row widths: every copy path ---------------------------------
 
 # Row bytes for float32: 0, 4, 4, 8, 12, 16, 24, 32, 64, 128; times 2, 1/2, 1/4
