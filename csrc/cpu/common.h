@@ -215,22 +215,25 @@ inline int64_t row_offset(const at::Tensor& labels, int64_t r) {
   return row_offset(labels, labels.dim() - 1, r);
 }
 
-// A fused gather's part in one row (the gather argument of
-// core::fill_row_slots): the row's feature rows and labels, and its slots'
-// outputs (each pointer at the row's slot 0). Sampler indices are always in
-// [0, n): nothing is reported.
 // A fused balanced sampler whose rows' labels span more than this many
 // bytes reads them by class (RowGather::by_class): a negative's label is the
 // negative label, never read, and a positive's is requested a batch of
 // slots ahead, as its feature row is. Such labels come from memory rather
 // than the caches, one random read per slot besides the feature row's: at
 // one row of 1e6 int64 labels (8 MB) reading them by class took the call
-// 0.8x to 0.9x the time (docs/benchmarks.md). Labels that span less are
-// still in the cache from the row's compaction, and each is read as its
-// slot's row is copied: by class, 32 rows of 1e5 (800 kB each) took 1.02x
-// to 1.08x. About the L2 cache of one core.
+// 0.84x to 0.91x the time on one thread (docs/benchmarks.md). Smaller rows'
+// labels are likely still cached from the row's compaction (which comes
+// right before its slots, except where the rows are compacted in a phase
+// of their own), and each is read as its slot's row is copied: by class,
+// 32 rows of 1e5 (800 kB each) took 1.04x to 1.06x. About the L2 cache of
+// one core. The tests' rows beyond the cache
+// (tests/python/gather/test_fused.py) are sized at twice this.
 constexpr int64_t kCachedLabelBytes = int64_t{1} << 20;
 
+// A fused gather's part in one row (the gather argument of
+// core::fill_row_slots): the row's feature rows and labels, and its slots'
+// outputs (each pointer at the row's slot 0). Sampler indices are always in
+// [0, n): nothing is reported.
 template <typename T, typename Copy>
 struct RowGather {
   static constexpr bool kGathers = true;

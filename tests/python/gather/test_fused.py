@@ -118,10 +118,12 @@ def test_label_dtypes(kind, dtype):
 # A negative's gathered label is the negative label: where a row's labels
 # span more than 1 MiB the balanced CPU kernel reads only the positives'
 # labels and writes the negatives' (cpu/common.h, kCachedLabelBytes); below,
-# it reads every label. Both, for every label dtype, with negative labels
-# that its values reach and that they cannot (above the dtype's range: no
-# item is negative), rows of several batches of slots (256) with a last
-# partial batch and invalid slots after the valid ones, one thread and two.
+# it reads every label. Rows below: every label dtype, negative labels that
+# its values reach and that they cannot (above the dtype's range: no item is
+# negative). Rows beyond (twice the limit): 64-, 32-bit and bool labels, a
+# strided row, one to three rows. Both: rows of several batches of slots
+# (256) with a last partial batch, invalid slots after the valid ones, one
+# thread and two.
 def check_negative_labels(labels, negative_label, Ks):
     gen = torch.Generator().manual_seed(5)
     features = torch.randn(labels.shape + (3,), generator=gen)
@@ -162,16 +164,20 @@ def test_negative_labels_of_cached_rows(dtype, negative_label):
     check_negative_labels(labels, negative_label, ((777, True), (1400, False), (1600, True)))
 
 
-@pytest.mark.parametrize("dtype, n", [(torch.int64, 140_000), (torch.uint64, 140_000),
-                                      (torch.int32, 270_000), (torch.bool, 1_100_000)], ids=str)
+@pytest.mark.parametrize("dtype, n", [(torch.int64, 270_000), (torch.uint64, 270_000),
+                                      (torch.int32, 540_000), (torch.bool, 2_200_000)], ids=str)
 @pytest.mark.parametrize("negative_label", [0, 2, 300], ids=str)
 def test_negative_labels_of_rows_beyond_the_cache(dtype, n, negative_label):
     gen = torch.Generator().manual_seed(11)
     labels = labels_with_negatives(dtype, (2, n), negative_label, gen)
     check_negative_labels(labels, negative_label, ((3001, True), (n + 5, False)))
-    # A strided row spans its stride: 70,000 int64 labels every other one.
     if dtype == torch.int64:
-        strided = labels_with_negatives(dtype, (2, 140_000), negative_label, gen)[:, ::2]
+        # One row and three (other splits of the work over two threads).
+        check_negative_labels(labels[0], negative_label, ((n + 5, True),))
+        three = labels_with_negatives(dtype, (3, n), negative_label, gen)
+        check_negative_labels(three, negative_label, ((2000, True),))
+        # A strided row spans its stride: 135,000 int64 labels every other one.
+        strided = labels_with_negatives(dtype, (2, n), negative_label, gen)[:, ::2]
         check_negative_labels(strided, negative_label, ((2999, True),))
 
 
