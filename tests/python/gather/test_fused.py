@@ -147,13 +147,10 @@ def check_negative_labels(labels, negative_label, Ks):
 
 
 def labels_with_negatives(dtype, shape, negative_label, gen):
-    if dtype == torch.bool:
-        return torch.randint(0, 2, shape, generator=gen).bool()
-    low = 0 if dtype in UNSIGNED_DTYPES or dtype == torch.uint8 else -1
-    values = torch.randint(low, 3, shape, generator=gen)
-    if negative_label <= torch.iinfo(dtype).max:  # some items carry it
-        values[..., ::7] = negative_label
-    return values.to(dtype)
+    labels = make_labels("balanced", dtype, shape, gen)
+    if dtype != torch.bool and negative_label <= torch.iinfo(dtype).max:  # some items carry it
+        labels[..., ::7] = negative_label
+    return labels
 
 
 @pytest.mark.parametrize("negative_label", [0, 1, 2, 200, 300, 2**40], ids=str)
