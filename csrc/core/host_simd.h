@@ -12,6 +12,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 
 #include "label_compaction.h"
@@ -61,6 +62,22 @@ inline SimdPath simd_path() {
   const int limit = simd_path_limit().load(std::memory_order_relaxed);
   return static_cast<SimdPath>(best < limit ? best : limit);
 }
+
+// The label rule (labels.h) as the compaction's vector paths apply it to
+// labels of type T: a label is negative where it equals `negative` (a bool
+// label where it is false), and none is where no T equals negative_label
+// (matchable false); only a signed type's labels can be ignored (< 0).
+template <typename T>
+struct LabelMatch {
+  static constexpr bool kSigned = std::is_signed<T>::value;  // bool is not
+  T negative;
+  bool matchable;
+  explicit LabelMatch(int64_t negative_label)  // negative_label >= 0
+      : negative(std::is_same<T, bool>::value ? T(0) : static_cast<T>(negative_label)),
+        matchable(std::is_same<T, bool>::value ||
+                  static_cast<uint64_t>(negative_label) <=
+                      static_cast<uint64_t>(std::numeric_limits<T>::max())) {}
+};
 
 #ifdef SYNCFREE_HAVE_AVX2_PATH
 // One Feistel pass over values[0, count) with AVX2, four 64-bit lanes at a
@@ -282,8 +299,67 @@ __attribute__((target("avx512f"))) inline void entries_of_avx512(const CompactRo
   }
 }
 
-// compact_chunk for contiguous int64 or int32 labels with AVX-512 (F, BW,
-// VL), 16 labels at a time: two comparisons give each class's 16-bit mask;
+// Which of labels[0, 16) are negative (neg) and which are not ignored (kept),
+// as 16-bit masks, with AVX-512 (F, BW, VL): 64 bytes of labels or less
+// per comparison.
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline void class_masks_16(
+    const T* labels, const LabelMatch<T>& m, __mmask16* neg, __mmask16* kept) {
+  __mmask16 eq, ge = 0xFFFF;
+  if constexpr (sizeof(T) == 8) {
+    const __m512i a = _mm512_loadu_si512(labels);
+    const __m512i b = _mm512_loadu_si512(labels + 8);
+    const __m512i nl = _mm512_set1_epi64(static_cast<int64_t>(m.negative));
+    eq = _mm512_kunpackb(_mm512_cmpeq_epi64_mask(b, nl), _mm512_cmpeq_epi64_mask(a, nl));
+    if constexpr (LabelMatch<T>::kSigned)
+      ge = _mm512_kunpackb(_mm512_cmpge_epi64_mask(b, _mm512_setzero_si512()),
+                           _mm512_cmpge_epi64_mask(a, _mm512_setzero_si512()));
+  } else if constexpr (sizeof(T) == 4) {
+    const __m512i a = _mm512_loadu_si512(labels);
+    eq = _mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(static_cast<int32_t>(m.negative)));
+    if constexpr (LabelMatch<T>::kSigned) ge = _mm512_cmpge_epi32_mask(a, _mm512_setzero_si512());
+  } else if constexpr (sizeof(T) == 2) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels));
+    eq = _mm256_cmpeq_epi16_mask(a, _mm256_set1_epi16(static_cast<int16_t>(m.negative)));
+    if constexpr (LabelMatch<T>::kSigned) ge = _mm256_cmpge_epi16_mask(a, _mm256_setzero_si256());
+  } else {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(labels));
+    eq = _mm_cmpeq_epi8_mask(a, _mm_set1_epi8(static_cast<char>(m.negative)));
+    if constexpr (LabelMatch<T>::kSigned) ge = _mm_cmpge_epi8_mask(a, _mm_setzero_si128());
+  }
+  *neg = m.matchable ? eq : 0;
+  *kept = ge;
+}
+
+// The same 32 at a time (labels[0, 32)), for the VBMI2 path.
+template <typename T>
+__attribute__((target("avx512f,avx512bw,avx512vl"))) inline void class_masks_32(
+    const T* labels, const LabelMatch<T>& m, __mmask32* neg, __mmask32* kept) {
+  if constexpr (sizeof(T) >= 4) {  // two halves of 16
+    __mmask16 neg_half[2], kept_half[2];
+    class_masks_16(labels, m, &neg_half[0], &kept_half[0]);
+    class_masks_16(labels + 16, m, &neg_half[1], &kept_half[1]);
+    *neg = _mm512_kunpackw(neg_half[1], neg_half[0]);
+    *kept = _mm512_kunpackw(kept_half[1], kept_half[0]);
+    return;
+  } else {
+    __mmask32 eq, ge = 0xFFFFFFFFu;
+    if constexpr (sizeof(T) == 2) {
+      const __m512i a = _mm512_loadu_si512(labels);
+      eq = _mm512_cmpeq_epi16_mask(a, _mm512_set1_epi16(static_cast<int16_t>(m.negative)));
+      if constexpr (LabelMatch<T>::kSigned) ge = _mm512_cmpge_epi16_mask(a, _mm512_setzero_si512());
+    } else {
+      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels));
+      eq = _mm256_cmpeq_epi8_mask(a, _mm256_set1_epi8(static_cast<char>(m.negative)));
+      if constexpr (LabelMatch<T>::kSigned) ge = _mm256_cmpge_epi8_mask(a, _mm256_setzero_si256());
+    }
+    *neg = m.matchable ? eq : 0;
+    *kept = ge;
+  }
+}
+
+// compact_chunk for contiguous labels with AVX-512 (F, BW,
+// VL), 16 labels at a time: class_masks_16 gives each class's 16-bit mask;
 // vpcompressd packs the class's offsets, which go to the front (positives)
 // or, reversed, to the back (negatives) with one masked 16-bit store each.
 // The entries written are exactly those compact_chunk leaves in [0, p) and
@@ -292,7 +368,7 @@ template <typename T>
 __attribute__((target("avx512f,avx512bw,avx512vl,popcnt"))) inline void compact_chunk_avx512(
     const T* labels, int64_t len, int64_t negative_label, uint16_t* work, int64_t* num_pos,
     int64_t* num_neg) {
-  static_assert(std::is_same<T, int64_t>::value || std::is_same<T, int32_t>::value, "");
+  const LabelMatch<T> match(negative_label);
   int64_t p = 0;
   int64_t q = 0;
   const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
@@ -300,18 +376,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,popcnt"))) inline void compact_
   int64_t i = 0;
   for (; i + 16 <= len; i += 16) {
     __mmask16 neg, nonneg;
-    if constexpr (std::is_same<T, int64_t>::value) {
-      const __m512i a = _mm512_loadu_si512(labels + i);
-      const __m512i b = _mm512_loadu_si512(labels + i + 8);
-      const __m512i nl = _mm512_set1_epi64(negative_label);
-      const __m512i zero = _mm512_setzero_si512();
-      neg = _mm512_kunpackb(_mm512_cmpeq_epi64_mask(b, nl), _mm512_cmpeq_epi64_mask(a, nl));
-      nonneg = _mm512_kunpackb(_mm512_cmpge_epi64_mask(b, zero), _mm512_cmpge_epi64_mask(a, zero));
-    } else {
-      const __m512i a = _mm512_loadu_si512(labels + i);
-      neg = _mm512_cmpeq_epi32_mask(a, _mm512_set1_epi32(static_cast<int32_t>(negative_label)));
-      nonneg = _mm512_cmpge_epi32_mask(a, _mm512_setzero_si512());
-    }
+    class_masks_16(labels + i, match, &neg, &nonneg);
     const __mmask16 pos = static_cast<__mmask16>(nonneg & ~neg);
     const __m512i offsets = _mm512_add_epi32(iota, _mm512_set1_epi32(static_cast<int32_t>(i)));
     const int np = __builtin_popcount(pos);
@@ -332,7 +397,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,popcnt"))) inline void compact_
 }
 
 // compact_chunk_avx512 with VBMI2, 32 labels at a time: each class's 32-bit
-// mask from four (int64) or two (int32) pairs of comparisons; vpcompressw
+// mask from class_masks_32 (one to four comparisons a class); vpcompressw
 // packs its 16-bit offsets, with no narrowing. While 64 labels or more are
 // left (i + 64 <= len), each class's store writes all 32 lanes, the lanes
 // past the group's entries landing between the classes, never on an entry:
@@ -345,7 +410,7 @@ template <typename T>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi2,popcnt"))) inline void
 compact_chunk_avx512_vbmi2(const T* labels, int64_t len, int64_t negative_label, uint16_t* work,
                            int64_t* num_pos, int64_t* num_neg) {
-  static_assert(std::is_same<T, int64_t>::value || std::is_same<T, int32_t>::value, "");
+  const LabelMatch<T> match(negative_label);
   alignas(64) static constexpr uint16_t kIota[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
                                                      11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
                                                      22, 23, 24, 25, 26, 27, 28, 29, 30, 31};
@@ -354,31 +419,12 @@ compact_chunk_avx512_vbmi2(const T* labels, int64_t len, int64_t negative_label,
                                                         9,  8,  7,  6,  5,  4,  3,  2,  1,  0};
   const __m512i iota = _mm512_load_si512(kIota);
   const __m512i reverse = _mm512_load_si512(kReverse);
-  const __m512i zero = _mm512_setzero_si512();
   int64_t p = 0;
   int64_t q = 0;
   int64_t i = 0;
   for (; i + 32 <= len; i += 32) {
     __mmask32 neg, nonneg;
-    if constexpr (std::is_same<T, int64_t>::value) {
-      const __m512i nl = _mm512_set1_epi64(negative_label);
-      __mmask16 neg_half[2], nonneg_half[2];
-      for (int h = 0; h < 2; ++h) {
-        const __m512i a = _mm512_loadu_si512(labels + i + 16 * h);
-        const __m512i b = _mm512_loadu_si512(labels + i + 16 * h + 8);
-        neg_half[h] = _mm512_kunpackb(_mm512_cmpeq_epi64_mask(b, nl), _mm512_cmpeq_epi64_mask(a, nl));
-        nonneg_half[h] =
-            _mm512_kunpackb(_mm512_cmpge_epi64_mask(b, zero), _mm512_cmpge_epi64_mask(a, zero));
-      }
-      neg = _mm512_kunpackw(neg_half[1], neg_half[0]);
-      nonneg = _mm512_kunpackw(nonneg_half[1], nonneg_half[0]);
-    } else {
-      const __m512i nl = _mm512_set1_epi32(static_cast<int32_t>(negative_label));
-      const __m512i a = _mm512_loadu_si512(labels + i);
-      const __m512i b = _mm512_loadu_si512(labels + i + 16);
-      neg = _mm512_kunpackw(_mm512_cmpeq_epi32_mask(b, nl), _mm512_cmpeq_epi32_mask(a, nl));
-      nonneg = _mm512_kunpackw(_mm512_cmpge_epi32_mask(b, zero), _mm512_cmpge_epi32_mask(a, zero));
-    }
+    class_masks_32(labels + i, match, &neg, &nonneg);
     const __mmask32 pos = nonneg & ~neg;
     // Offsets below 2^16 (len <= kChunk); i's 16-bit cast wraps above 2^15
     // (as GCC and clang define it), the sum's bits are the offsets.
@@ -435,8 +481,49 @@ inline const PackTables& pack_tables() {
   return tables;
 }
 
-// compact_chunk for contiguous int64 or int32 labels with AVX2, 8 labels at a
-// time: two comparisons give each class's 8-bit mask; a byte shuffle packs
+// Which of labels[0, 8) are negative (neg) and which are not ignored (kept),
+// as 8-bit masks, with AVX2: one or two 32-byte loads for 4- and 8-byte
+// labels, one 16- or 8-byte load for 2- and 1-byte ones.
+template <typename T>
+__attribute__((target("avx2"))) inline void class_masks_8(const T* labels, const LabelMatch<T>& m,
+                                                          int* neg, int* kept) {
+  int eq, ge = 0xFF;
+  if constexpr (sizeof(T) == 8) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels));
+    const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels + 4));
+    const __m256i nl = _mm256_set1_epi64x(static_cast<int64_t>(m.negative));
+    const __m256i minus_one = _mm256_set1_epi64x(-1);
+    eq = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(a, nl))) |
+         _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(b, nl))) << 4;
+    if constexpr (LabelMatch<T>::kSigned)
+      ge = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(a, minus_one))) |
+           _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(b, minus_one))) << 4;
+  } else if constexpr (sizeof(T) == 4) {
+    const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels));
+    const __m256i nl = _mm256_set1_epi32(static_cast<int32_t>(m.negative));
+    eq = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpeq_epi32(a, nl)));
+    if constexpr (LabelMatch<T>::kSigned)
+      ge = _mm256_movemask_ps(_mm256_castsi256_ps(_mm256_cmpgt_epi32(a, _mm256_set1_epi32(-1))));
+  } else if constexpr (sizeof(T) == 2) {  // 16-bit lanes, packed to bytes for the byte mask
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(labels));
+    const __m128i nl = _mm_set1_epi16(static_cast<int16_t>(m.negative));
+    eq = _mm_movemask_epi8(_mm_packs_epi16(_mm_cmpeq_epi16(a, nl), _mm_setzero_si128()));
+    if constexpr (LabelMatch<T>::kSigned)
+      ge = _mm_movemask_epi8(
+          _mm_packs_epi16(_mm_cmpgt_epi16(a, _mm_set1_epi16(-1)), _mm_setzero_si128()));
+  } else {
+    const __m128i a = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(labels));
+    const __m128i nl = _mm_set1_epi8(static_cast<char>(m.negative));
+    eq = _mm_movemask_epi8(_mm_cmpeq_epi8(a, nl)) & 0xFF;
+    if constexpr (LabelMatch<T>::kSigned)
+      ge = _mm_movemask_epi8(_mm_cmpgt_epi8(a, _mm_set1_epi8(-1))) & 0xFF;
+  }
+  *neg = m.matchable ? eq : 0;
+  *kept = ge;
+}
+
+// compact_chunk for contiguous labels with AVX2, 8 labels at a
+// time: class_masks_8 gives each class's 8-bit mask; a byte shuffle packs
 // the class's 16-bit offsets, which go to the front (positives) or, packed
 // in reverse at the top, to the back (negatives) with one 16-byte store
 // each. The back store comes first: its junk lanes lie below the back
@@ -449,7 +536,7 @@ template <typename T>
 __attribute__((target("avx2,popcnt"))) inline void compact_chunk_avx2(
     const T* labels, int64_t len, int64_t negative_label, uint16_t* work, int64_t* num_pos,
     int64_t* num_neg) {
-  static_assert(std::is_same<T, int64_t>::value || std::is_same<T, int32_t>::value, "");
+  const LabelMatch<T> match(negative_label);
   const PackTables& tables = pack_tables();
   int64_t p = 0;
   int64_t q = 0;
@@ -457,22 +544,7 @@ __attribute__((target("avx2,popcnt"))) inline void compact_chunk_avx2(
   int64_t i = 0;
   for (; i + 16 <= len; i += 8) {
     int neg, nonneg;
-    if constexpr (std::is_same<T, int64_t>::value) {
-      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels + i));
-      const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels + i + 4));
-      const __m256i nl = _mm256_set1_epi64x(negative_label);
-      const __m256i minus_one = _mm256_set1_epi64x(-1);
-      neg = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(a, nl))) |
-            _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpeq_epi64(b, nl))) << 4;
-      nonneg = _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(a, minus_one))) |
-               _mm256_movemask_pd(_mm256_castsi256_pd(_mm256_cmpgt_epi64(b, minus_one))) << 4;
-    } else {
-      const __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels + i));
-      neg = _mm256_movemask_ps(_mm256_castsi256_ps(
-          _mm256_cmpeq_epi32(a, _mm256_set1_epi32(static_cast<int32_t>(negative_label)))));
-      nonneg = _mm256_movemask_ps(
-          _mm256_castsi256_ps(_mm256_cmpgt_epi32(a, _mm256_set1_epi32(-1))));
-    }
+    class_masks_8(labels + i, match, &neg, &nonneg);
     const int pos = nonneg & ~neg;
     const __m128i offsets = _mm_add_epi16(iota, _mm_set1_epi16(static_cast<int16_t>(i)));
     const __m128i back = _mm_shuffle_epi8(
@@ -491,14 +563,14 @@ __attribute__((target("avx2,popcnt"))) inline void compact_chunk_avx2(
 #endif
 
 // compact_chunk (the same workspace entries and counts), with AVX-512 or
-// AVX2 for contiguous int64 and int32 labels where the path allows.
+// AVX2 for contiguous labels (every label type) where the path allows.
 template <typename T>
 inline void compact_chunk_host(const T* labels, int64_t stride, int64_t len,
                                int64_t negative_label, uint16_t* work, int64_t* num_pos,
                                int64_t* num_neg, SimdPath path = simd_path()) {
-  if constexpr (std::is_same<T, int64_t>::value || std::is_same<T, int32_t>::value) {
-    // A negative_label outside int32's range matches no int32 label: left to the scalar loop.
-    const bool vector = stride == 1 && (std::is_same<T, int64_t>::value || negative_label <= INT32_MAX);
+  static_assert(std::is_integral<T>::value, "labels are bool or integers");
+  {
+    const bool vector = stride == 1;
 #ifdef SYNCFREE_HAVE_AVX512_PATH
     if (vector && path >= SimdPath::kAvx512Vbmi2)
       return compact_chunk_avx512_vbmi2(labels, len, negative_label, work, num_pos, num_neg);

@@ -721,14 +721,16 @@ void check_compaction_on_every_path(uint64_t seed) {
   for (int64_t len : lengths) {
     for (int mode = 0; mode < 5; ++mode) {
       const int64_t negative_label = mode == 4 ? 3 : 0;
-      std::vector<T> labels(static_cast<size_t>(len));
-      for (auto& v : labels) {
+      // Exactly len labels (not std::vector, which packs bools): a path
+      // that reads past them fails under the sanitizers.
+      std::unique_ptr<T[]> labels(new T[static_cast<size_t>(len)]);
+      for (int64_t j = 0; j < len; ++j) {
         const int64_t r = static_cast<int64_t>(rng() % 5) - 1;  // -1 .. 3
-        v = static_cast<T>(mode == 1 ? 1 : mode == 2 ? 0 : mode == 3 ? -1 : r);
+        labels[j] = static_cast<T>(mode == 1 ? 1 : mode == 2 ? 0 : mode == 3 ? -1 : r);
       }
       std::vector<uint16_t> want(static_cast<size_t>(len) + 1);
       int64_t want_p = -1, want_q = -1;
-      compact_chunk(labels.data(), 1, len, negative_label, want.data(), &want_p, &want_q);
+      compact_chunk(labels.get(), 1, len, negative_label, want.data(), &want_p, &want_q);
       // The chunk's workspace between two guards of 64 entries, which no path may write.
       constexpr int64_t kGuard = 64;
       constexpr uint16_t kSentinel = 0xBEEF;
@@ -737,7 +739,7 @@ void check_compaction_on_every_path(uint64_t seed) {
       for_each_simd_path([&](SimdPath path) {
         std::fill(buffer.begin(), buffer.end(), kSentinel);
         int64_t p = -1, q = -1;
-        compact_chunk_host(labels.data(), 1, len, negative_label, got, &p, &q, path);
+        compact_chunk_host(labels.get(), 1, len, negative_label, got, &p, &q, path);
         ASSERT_EQ(p, want_p) << "path " << static_cast<int>(path) << ", len " << len;
         ASSERT_EQ(q, want_q) << "path " << static_cast<int>(path) << ", len " << len;
         for (int64_t j = 0; j < p; ++j) ASSERT_EQ(got[j], want[static_cast<size_t>(j)]);
@@ -752,18 +754,45 @@ void check_compaction_on_every_path(uint64_t seed) {
 }
 
 TEST(SimdPaths, CompactionIsTheSameOnEveryPath) {
+  // Every label type (unsigned ones take -1 as their largest value, a
+  // positive; bool labels take -1 as true).
   check_compaction_on_every_path<int64_t>(41);
   check_compaction_on_every_path<int32_t>(43);
-  check_compaction_on_every_path<int16_t>(47);  // no vector path: the scalar loop
-  // int32 labels with a negative_label beyond int32: no label is negative.
-  std::vector<int32_t> labels(40, 5);
-  std::vector<uint16_t> work(40);
+  check_compaction_on_every_path<int16_t>(47);
+  check_compaction_on_every_path<int8_t>(59);
+  check_compaction_on_every_path<uint8_t>(61);
+  check_compaction_on_every_path<bool>(67);
+  check_compaction_on_every_path<uint16_t>(71);
+  check_compaction_on_every_path<uint32_t>(73);
+  check_compaction_on_every_path<uint64_t>(79);
+}
+
+template <typename T>
+void check_unmatchable_negative_label(int64_t negative_label) {
+  // A negative_label beyond the type's values: no label is negative, and a
+  // label equal to its low bits is not taken for one.
+  std::vector<T> labels(200, static_cast<T>(5));
+  for (size_t i = 0; i < labels.size(); i += 3) labels[i] = static_cast<T>(negative_label);
+  std::vector<uint16_t> work(labels.size());
+  const int64_t len = static_cast<int64_t>(labels.size());
+  int64_t want_p = -1, want_q = -1;
+  compact_chunk(labels.data(), 1, len, negative_label, work.data(), &want_p, &want_q);
+  EXPECT_EQ(want_q, 0);
   for_each_simd_path([&](SimdPath path) {
     int64_t p = -1, q = -1;
-    compact_chunk_host(labels.data(), 1, 40, int64_t{1} << 40, work.data(), &p, &q, path);
-    EXPECT_EQ(p, 40);
-    EXPECT_EQ(q, 0);
+    compact_chunk_host(labels.data(), 1, len, negative_label, work.data(), &p, &q, path);
+    EXPECT_EQ(p, want_p) << "path " << static_cast<int>(path);
+    EXPECT_EQ(q, 0) << "path " << static_cast<int>(path);
   });
+}
+
+TEST(SimdPaths, ANegativeLabelBeyondTheTypeMatchesNoLabel) {
+  check_unmatchable_negative_label<int8_t>(128 + 5);
+  check_unmatchable_negative_label<uint8_t>(256 + 5);
+  check_unmatchable_negative_label<int16_t>(32768 + 5);
+  check_unmatchable_negative_label<uint16_t>(65536 + 5);
+  check_unmatchable_negative_label<int32_t>((int64_t{1} << 40) + 5);
+  check_unmatchable_negative_label<uint32_t>((int64_t{1} << 32) + 5);
 }
 
 TEST(SimdPaths, CycleWalkingIsTheSameOnEveryPath) {
