@@ -23,21 +23,29 @@ namespace core {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
-// Few classes (kVectorClasses at most), contiguous int64 or int32 labels,
-// 32-bit positions: the two passes of stratified_row over the labels with
-// AVX-512 (F, BW, VL), 16 labels at a time, one comparison per class.
+// Few classes (kVectorClasses at most), contiguous labels (every label
+// type), 32-bit positions: the two passes of stratified_row over the labels
+// with AVX-512 (F, BW, VL), 16 labels at a time, one comparison per class.
 constexpr int64_t kVectorClasses = 4;
 
+// Which of labels[0, 16) are of class c (c < kVectorClasses: a value of
+// every label type, a bool's 0 or 1 as stratum_bucket reads it).
 template <typename T>
 __attribute__((target("avx512f,avx512bw,avx512vl,popcnt"))) inline __mmask16 class_mask_avx512(
     const T* labels, int64_t c) {
-  if constexpr (std::is_same<T, int64_t>::value) {
+  if constexpr (sizeof(T) == 8) {
     const __m512i cv = _mm512_set1_epi64(c);
     return _mm512_kunpackb(_mm512_cmpeq_epi64_mask(_mm512_loadu_si512(labels + 8), cv),
                            _mm512_cmpeq_epi64_mask(_mm512_loadu_si512(labels), cv));
-  } else {
+  } else if constexpr (sizeof(T) == 4) {
     return _mm512_cmpeq_epi32_mask(_mm512_loadu_si512(labels),
                                    _mm512_set1_epi32(static_cast<int32_t>(c)));
+  } else if constexpr (sizeof(T) == 2) {
+    return _mm256_cmpeq_epi16_mask(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels)),
+                                   _mm256_set1_epi16(static_cast<int16_t>(c)));
+  } else {
+    return _mm_cmpeq_epi8_mask(_mm_loadu_si128(reinterpret_cast<const __m128i*>(labels)),
+                               _mm_set1_epi8(static_cast<char>(c)));
   }
 }
 
@@ -129,16 +137,14 @@ void stratified_row(const T* labels, int64_t stride, int64_t n, const int64_t* q
   // Few classes and AVX-512: both passes vectorized instead.
   bool vectorized = false;
 #ifdef SYNCFREE_HAVE_AVX512_PATH
-  if constexpr (std::is_same<Index, int32_t>::value &&
-                (std::is_same<T, int64_t>::value || std::is_same<T, int32_t>::value)) {
+  if constexpr (std::is_same<Index, int32_t>::value) {
     vectorized = stride == 1 && C <= kVectorClasses && simd_path() >= SimdPath::kAvx512;
   }
 #endif
   std::fill(counts, counts + C + 1, int64_t{0});
   if (vectorized) {
 #ifdef SYNCFREE_HAVE_AVX512_PATH
-    if constexpr (std::is_same<Index, int32_t>::value &&
-                  (std::is_same<T, int64_t>::value || std::is_same<T, int32_t>::value)) {
+    if constexpr (std::is_same<Index, int32_t>::value) {
       count_classes_avx512(labels, n, C, counts);
     }
 #endif
@@ -166,8 +172,7 @@ void stratified_row(const T* labels, int64_t stride, int64_t n, const int64_t* q
     for (int64_t c = 0; c <= C; ++c) counts[c] = take_prefix[c] + left_prefix[c];
     if (vectorized) {
 #ifdef SYNCFREE_HAVE_AVX512_PATH
-      if constexpr (std::is_same<Index, int32_t>::value &&
-                    (std::is_same<T, int64_t>::value || std::is_same<T, int32_t>::value)) {
+      if constexpr (std::is_same<Index, int32_t>::value) {
         sort_classes_avx512(labels, n, C, counts, order);
       }
 #endif

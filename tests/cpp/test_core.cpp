@@ -831,8 +831,10 @@ void check_stratified_rows_on_every_path(uint64_t seed) {
   for (int64_t C : {int64_t{1}, int64_t{2}, int64_t{4}, int64_t{5}}) {
     for (int64_t n : {int64_t{1}, int64_t{15}, int64_t{16}, int64_t{17}, int64_t{33},
                       int64_t{1000}, int64_t{4099}}) {
-      std::vector<T> labels(static_cast<size_t>(n));
-      for (auto& v : labels) v = static_cast<T>(static_cast<int64_t>(rng() % (C + 2)) - 1);
+      // Exactly n labels (not std::vector, which packs bools).
+      std::unique_ptr<T[]> labels(new T[static_cast<size_t>(n)]);
+      for (int64_t j = 0; j < n; ++j)
+        labels[j] = static_cast<T>(static_cast<int64_t>(rng() % (C + 2)) - 1);
       for (int64_t k : {int64_t{1}, n / 5 + 1, n + 3}) {
         for (bool fill : {false, true}) {
           StratifiedParams sp;
@@ -844,12 +846,12 @@ void check_stratified_rows_on_every_path(uint64_t seed) {
           for (auto& q : quota) q = static_cast<int64_t>(rng() % static_cast<uint64_t>(k + 1));
           std::vector<int64_t> want(static_cast<size_t>(k));
           std::unique_ptr<bool[]> valid(new bool[static_cast<size_t>(k) + 1]);
-          stratified_rows_serial(labels.data(), 1, n, quota.data(), 0, sp, want.data(),
+          stratified_rows_serial(labels.get(), 1, n, quota.data(), 0, sp, want.data(),
                                  valid.get());
           std::vector<int64_t> work(static_cast<size_t>(stratified_workspace_words<int32_t>(n, k, C)));
           for_each_simd_path([&](SimdPath path) {
             std::vector<int64_t> got(static_cast<size_t>(k));
-            stratified_row<int32_t>(labels.data(), 1, n, quota.data(), sp, 0, work.data(),
+            stratified_row<int32_t>(labels.get(), 1, n, quota.data(), sp, 0, work.data(),
                                     got.data(), valid.get());
             ASSERT_EQ(got, want) << "path " << static_cast<int>(path) << ", C " << C << ", n "
                                  << n << ", k " << k;
@@ -861,6 +863,15 @@ void check_stratified_rows_on_every_path(uint64_t seed) {
 }
 
 TEST(SimdPaths, StratifiedRowsAreTheSameOnEveryPath) {
+  // Every label type (unsigned ones take -1 as their largest value, of no
+  // class; bool labels take it as true).
   check_stratified_rows_on_every_path<int64_t>(59);
   check_stratified_rows_on_every_path<int32_t>(61);
+  check_stratified_rows_on_every_path<int16_t>(83);
+  check_stratified_rows_on_every_path<int8_t>(89);
+  check_stratified_rows_on_every_path<uint8_t>(97);
+  check_stratified_rows_on_every_path<bool>(101);
+  check_stratified_rows_on_every_path<uint16_t>(103);
+  check_stratified_rows_on_every_path<uint32_t>(107);
+  check_stratified_rows_on_every_path<uint64_t>(109);
 }
