@@ -6,9 +6,10 @@
 //   3. fill the row's slots, a block at a time, from the row's plan.
 // How the threads share the rows (ThreadSplit, balanced_sample_cpu.h): rows that divide
 // evenly among the threads, or many rows, run whole, one after another on
-// each thread; fewer rows whose slots are worth splitting are compacted by
-// every thread that fills some of their slots, into its own workspace, so
-// that no thread reads what another wrote; otherwise each step is a
+// each thread; fewer rows whose slots are worth splitting, and whose labels
+// are cached, are compacted by every thread that fills some of their slots,
+// into its own workspace, so that no thread reads what another wrote;
+// otherwise each step is a
 // parallel phase over all the rows. A phase with little work runs on the
 // calling thread (see parallel_grain); every unit writes its own part of
 // the outputs, so the results do not depend on how the units are split
@@ -193,7 +194,7 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
   std::tie(indices, valid) = empty_sample_outputs(op, labels, num_samples);
   const int64_t rows = num_rows(labels).expect_int();
   const int64_t n = labels.size(-1);
-  const ThreadSplit split = sample_split(rows, n, num_samples);
+  const ThreadSplit split = sample_split(rows, n, num_samples, labels.element_size());
   const std::optional<Workspace> workspace = make_workspace(op, labels, num_samples, split);
   draw_seed(op, seed, generator, &params);
   if (rows == 0 || num_samples == 0) return {indices, valid};
@@ -226,7 +227,8 @@ SampleGatherOutputs balanced_sample_gather_cpu(
       check_balanced_sample_gather_args(features, labels, num_samples, positive_fraction,
                                         negative_label, fill_positives, seed, generator);
   FusedCall call(op, features, labels, num_samples);
-  const ThreadSplit split = sample_gather_split(call.rows, call.n, call.k, call.row_bytes);
+  const ThreadSplit split =
+      sample_gather_split(call.rows, call.n, call.k, labels.element_size(), call.row_bytes);
   const std::optional<Workspace> workspace = make_workspace(op, labels, num_samples, split);
   draw_seed(op, seed, generator, &params);
   if (!call.has_slots()) return call.take();

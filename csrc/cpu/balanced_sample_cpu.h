@@ -32,11 +32,14 @@ constexpr size_t kScratchBytes = size_t{16} << 20;
 // other core, and that core's next compaction must take it back. On the
 // benchmark machine (2026-12-03, two threads, one row of 1e5 labels and
 // K = 1e4, docs/benchmarks.md) the call took 7 to 40 ns per slot more than
-// half its one-thread work, depending on the process; at one row of 1e6
-// (K = 1e5) the phases' time varied 2x between processes. A task compacts
+// half its one-thread work, depending on the process. A task compacts
 // the rows it fills slots of itself when their labels are at most
 // kSharedSlotWork units of work per slot it fills (two threads on one row:
-// K >= N / 16).
+// K >= N / 16), and when a row's labels are cached (kCachedLabelBytes):
+// labels beyond the caches come from memory, and every task that compacts
+// the row reads all of them. One row of 1e6 int64 labels (8 MB, K = 1e5)
+// on two threads took 0.83x to 0.90x the time compacted in a phase,
+// balanced_sample alone 0.72x to 0.80x (2026-12-04, docs/benchmarks.md).
 constexpr int64_t kSharedSlotWork = 32;
 
 // How sample_rows shares rows x n labels and k slots per row among the
@@ -48,16 +51,17 @@ struct ThreadSplit {
     // four per thread), run whole, one after another on each thread: a
     // row's workspace is still in the cache when its slots read it.
     kWholeRows,
-    // Fewer rows, with enough slots to split: each task fills a run of
-    // (row, block) units, and compacts each row of its run into its own
-    // workspace first. A row is compacted by every task that fills some of
+    // Fewer rows of cached labels, with enough slots to split: each task
+    // fills a run of (row, block) units, and compacts each row of its run
+    // into its own workspace first. A row is compacted by every task that fills some of
     // its slots (once per task), and no task reads what another wrote: the
     // random reads of a shared workspace, and the next call taking its
     // cache lines back, cost more than compacting the row again where the
     // row's labels are at most kSharedSlotWork units of work per slot of
-    // the task (the cost of a shared read), and the tasks' rows take at
-    // most half the buffer the calling thread keeps (8 MiB: four million
-    // labels; the memory stays bounded whatever the thread count).
+    // the task (the cost of a shared read) and cached (at most
+    // kCachedLabelBytes), and the tasks' rows take at most half the buffer
+    // the calling thread keeps (8 MiB: four million labels; the memory
+    // stays bounded whatever the thread count).
     kOwnRows,
     // Otherwise each step is a parallel phase over all the rows.
     kPhases,
@@ -70,9 +74,9 @@ struct ThreadSplit {
 };
 
 // slot_work is the work of one slot (units: cpu/common.h), max_block the
-// most slots of a unit.
-inline ThreadSplit split_threads(int64_t rows, int64_t n, int64_t k, int64_t slot_work,
-                                 int64_t max_block) {
+// most slots of a unit, label_bytes the size of one label.
+inline ThreadSplit split_threads(int64_t rows, int64_t n, int64_t k, int64_t label_bytes,
+                                 int64_t slot_work, int64_t max_block) {
   // A call with no slot or no label samples nothing (and its k may be any
   // int64 when it has no row).
   if (rows == 0 || k == 0 || n == 0) return {ThreadSplit::kWholeRows, {1, 1}, 1, 1, rows};
@@ -92,24 +96,27 @@ inline ThreadSplit split_threads(int64_t rows, int64_t n, int64_t k, int64_t slo
   const int64_t task_slots = rows * std::min(k, n) / tasks;
   // The tasks' rows take at most half the buffer the calling thread keeps.
   const bool fits = static_cast<size_t>(tasks * n) * 2 <= kScratchBytes / 2;
-  if (tasks > 1 && fits && n + chunks * kChunkWork <= task_slots * kSharedSlotWork) {
+  const bool cached = n * label_bytes <= kCachedLabelBytes;
+  if (tasks > 1 && fits && cached && n + chunks * kChunkWork <= task_slots * kSharedSlotWork) {
     return {ThreadSplit::kOwnRows, slots, parallel_grain(row_work), slot_grain, tasks};
   }
   return {ThreadSplit::kPhases, slots, parallel_grain(row_work), slot_grain, rows};
 }
 
-// The split of a balanced_sample call (rows x n labels, k slots per row).
-inline ThreadSplit sample_split(int64_t rows, int64_t n, int64_t k) {
-  return split_threads(rows, n, k, kSlotWork, kSlotBlock);
+// The split of a balanced_sample call (rows x n labels of label_bytes each,
+// k slots per row).
+inline ThreadSplit sample_split(int64_t rows, int64_t n, int64_t k, int64_t label_bytes) {
+  return split_threads(rows, n, k, label_bytes, kSlotWork, kSlotBlock);
 }
 
 // The split of a fused balanced_sample_gather call, whose slots also gather
 // a feature row of row_bytes each: a unit's slots hold about kParallelWork
 // / 2 of work at most (fewer slots for wide feature rows).
-inline ThreadSplit sample_gather_split(int64_t rows, int64_t n, int64_t k, int64_t row_bytes) {
+inline ThreadSplit sample_gather_split(int64_t rows, int64_t n, int64_t k, int64_t label_bytes,
+                                       int64_t row_bytes) {
   const int64_t slot_work = kSlotWork + kGatherSlotWork + row_bytes / 16;
   const int64_t max_block = std::clamp<int64_t>(kParallelWork / 2 / slot_work, 1, kSlotBlock);
-  return split_threads(rows, n, k, slot_work, max_block);
+  return split_threads(rows, n, k, label_bytes, slot_work, max_block);
 }
 
 }  // namespace ops

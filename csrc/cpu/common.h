@@ -227,7 +227,9 @@ inline int64_t row_offset(const at::Tensor& labels, int64_t r) {
 // of their own), and each is read as its slot's row is copied: by class,
 // 32 rows of 1e5 (800 kB each) took 1.04x to 1.06x. About the L2 cache of
 // one core. The tests' rows beyond the cache
-// (tests/python/gather/test_fused.py) are sized at twice this.
+// (tests/python/gather/test_fused.py) are sized at twice this. The
+// balanced sampler's thread split (ThreadSplit, balanced_sample_cpu.h)
+// compacts rows beyond it once, in a phase shared by the threads.
 constexpr int64_t kCachedLabelBytes = int64_t{1} << 20;
 
 // A fused gather's part in one row (the gather argument of

@@ -70,6 +70,7 @@ TEST(CpuParallel, SameBitsOnOneThreadAndOnSeveral) {
       {1, 100000, 10000, 16},      // one row, each task compacts it (phases for 8 threads' fused call)
       {3, 20000, 6000, 4},         // each task compacts its rows; a task's slots span two rows
       {1, 300000, 6000, 4},        // one row, few slots per label: phases
+      {1, 300000, 30000, 4},       // one row of labels beyond the cache (2.4 MB): phases
       {1, 17 * 65536 + 3, 2000, 2},  // one row of more chunks than the lookup's linear search takes
       {2, 3 * 65536 + 9, 9000, 4}, // several chunks and blocks per row (whole rows on 2 threads)
       {3, 500, 50, 4096},          // wide features: the fused call's blocks of a few slots, each task compacting its rows
@@ -132,6 +133,7 @@ TEST(CpuParallel, EachShapeTakesTheSplitItIsMeantTo) {
     int threads;
     int64_t rows, n, k;
     ThreadSplit::Kind sample, fused;
+    int64_t label_bytes = 1;  // bool labels unless said: the cached rows' limit is in bytes
   };
   const auto whole = ThreadSplit::kWholeRows, own = ThreadSplit::kOwnRows,
              phases = ThreadSplit::kPhases;
@@ -146,21 +148,27 @@ TEST(CpuParallel, EachShapeTakesTheSplitItIsMeantTo) {
       {2, 3, 20000, 6000, own, own},             // three rows, a task's slots span two
       {2, 1, 300000, 6000, phases, phases},      // few slots per label
       {2, 1, 1000000, 10000, phases, phases},
-      {2, 1, 1000000, 100000, own, own},         // one row of 1e6, K = N / 10
+      {2, 1, 1000000, 100000, own, own},         // one row of 1e6 bool labels, K = N / 10
+      {2, 1, 1000000, 100000, phases, phases, 8},  // int64 labels: 8 MB, beyond the cache
+      {2, 1, 1 << 20, 1 << 17, own, own},        // the cached rows' limit, 1 MiB of labels
+      {2, 1, (1 << 20) + 1, 1 << 17, phases, phases},  // just over it
+      {2, 1, 1 << 17, 1 << 14, own, own, 8},     // int64 labels: the same limit
+      {2, 1, (1 << 17) + 1, 1 << 14, phases, phases, 8},
+      {2, 1, 100000, 10000, own, own, 8},        // one row of 1e5 int64 labels (800 kB)
       {4, 1, 1000000, 125000, phases, phases},   // four tasks need 32 K / 4 >= N + 64 x 16 chunks
       {4, 1, 1000000, 125128, own, own},
       {2, 2, 3 * 65536 + 9, 9000, whole, whole}, // rows a multiple of the threads
       {2, 1, 5000000, 10000000, phases, phases}, // two copies of the row would take 20 MB
-      {2, 1, 1 << 21, 1 << 21, own, own},        // two copies take 8 MiB: the cap
-      {2, 1, (1 << 21) + 1, 1 << 21, phases, phases},  // just over it
+      {8, 1, 1 << 19, 1 << 19, own, own},        // eight copies take 8 MiB: the cap
+      {8, 1, (1 << 19) + 1, 1 << 19, phases, phases},  // just over it
       {2, 1, 100, 1, phases, phases},            // one slot: phases, each on the calling thread
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << c.threads << " threads, rows " << c.rows << ", n "
                                       << c.n << ", k " << c.k);
     at::set_num_threads(c.threads);
-    const ThreadSplit sample = sample_split(c.rows, c.n, c.k);
-    const ThreadSplit fused = sample_gather_split(c.rows, c.n, c.k, 64);
+    const ThreadSplit sample = sample_split(c.rows, c.n, c.k, c.label_bytes);
+    const ThreadSplit fused = sample_gather_split(c.rows, c.n, c.k, c.label_bytes, 64);
     EXPECT_EQ(sample.kind, c.sample);
     EXPECT_EQ(fused.kind, c.fused);
     for (const ThreadSplit& split : {sample, fused}) {
@@ -175,7 +183,7 @@ TEST(CpuParallel, EachShapeTakesTheSplitItIsMeantTo) {
   }
   // A call with no row takes no split, whatever its k.
   at::set_num_threads(2);
-  const ThreadSplit none = sample_split(0, 10, std::numeric_limits<int64_t>::max());
+  const ThreadSplit none = sample_split(0, 10, std::numeric_limits<int64_t>::max(), 8);
   EXPECT_EQ(none.kind, ThreadSplit::kWholeRows);
   EXPECT_EQ(none.copies, 0);
 }
