@@ -38,8 +38,8 @@ constexpr size_t kScratchBytes = size_t{16} << 20;
 // K >= N / 16), and when a row's labels are cached (kCachedLabelBytes):
 // labels beyond the caches come from memory, and every task that compacts
 // the row reads all of them. One row of 1e6 int64 labels (8 MB, K = 1e5)
-// on two threads took 0.83x to 0.90x the time compacted in a phase,
-// balanced_sample alone 0.72x to 0.80x (2026-12-04, docs/benchmarks.md).
+// on two threads took 0.83x to 0.97x the time compacted in a phase,
+// balanced_sample alone 0.70x to 0.81x (2026-12-04, docs/benchmarks.md).
 constexpr int64_t kSharedSlotWork = 32;
 
 // How sample_rows shares rows x n labels and k slots per row among the
