@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <random>
 #include <set>
@@ -784,6 +785,35 @@ void check_unmatchable_negative_label(int64_t negative_label) {
     EXPECT_EQ(p, want_p) << "path " << static_cast<int>(path);
     EXPECT_EQ(q, 0) << "path " << static_cast<int>(path);
   });
+}
+
+template <typename T>
+void check_negative_label_at_the_type_maximum() {
+  // The type's largest value as the negative label: matchable, every label
+  // equal to it negative.
+  const int64_t negative_label = static_cast<int64_t>(std::numeric_limits<T>::max());
+  std::unique_ptr<T[]> labels(new T[200]);
+  for (int64_t i = 0; i < 200; ++i) labels[i] = static_cast<T>(i % 3 == 0 ? negative_label : 5);
+  std::vector<uint16_t> work(200);
+  int64_t want_p = -1, want_q = -1;
+  compact_chunk(labels.get(), 1, 200, negative_label, work.data(), &want_p, &want_q);
+  EXPECT_EQ(want_q, 67);
+  for_each_simd_path([&](SimdPath path) {
+    int64_t p = -1, q = -1;
+    compact_chunk_host(labels.get(), 1, 200, negative_label, work.data(), &p, &q, path);
+    EXPECT_EQ(p, want_p) << "path " << static_cast<int>(path);
+    EXPECT_EQ(q, want_q) << "path " << static_cast<int>(path);
+  });
+}
+
+TEST(SimdPaths, ANegativeLabelAtTheTypeMaximumMatches) {
+  check_negative_label_at_the_type_maximum<int8_t>();
+  check_negative_label_at_the_type_maximum<uint8_t>();
+  check_negative_label_at_the_type_maximum<int16_t>();
+  check_negative_label_at_the_type_maximum<uint16_t>();
+  check_negative_label_at_the_type_maximum<int32_t>();
+  check_negative_label_at_the_type_maximum<uint32_t>();
+  check_negative_label_at_the_type_maximum<int64_t>();
 }
 
 TEST(SimdPaths, ANegativeLabelBeyondTheTypeMatchesNoLabel) {
