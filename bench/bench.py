@@ -32,14 +32,16 @@ per shape and is slow):
                     of each row drawn before timing (seeded, int64)
   index-select      that index_select alone
 
-Each configuration runs with each thread count of --threads (threads outer,
-as in the CLI). Within one configuration and thread count the implementations
-are timed side by side (timing.interleaved): --warmup untimed calls of each,
-then rounds in which each is called once, the order shuffled every round,
-until there are --min-reps rounds and the calls took --min-time seconds per
-implementation in all (a slow implementation takes most of it), at most
---max-iters rounds. Ratios (vs naive, vs floor, x floor, x select) are of
-medians measured side by side in the same run.
+Within one configuration every implementation at every thread count of
+--threads is timed side by side (timing.interleaved_groups): --warmup untimed
+calls of each, then rounds in which each thread count in turn sets torch's
+thread count and calls each implementation once, in an order shuffled every
+time, until there are --min-reps rounds and the calls took --min-time seconds
+per implementation and thread count in all (a slow one takes most of it), at
+most --max-iters rounds. So a ratio between thread counts (two threads
+against one) is of medians measured over the same span of time, as is every
+ratio to the naive sampler or to the floor (vs naive, vs floor, x floor,
+x select).
 
 Tables: every implementation (median, 10th..90th percentile, vs naive: the
 naive median over this one, vs floor: this median over the floor's, host syncs
@@ -63,7 +65,7 @@ import warnings
 
 import torch
 
-from timing import cuda_event_ms, host_ms, interleaved, percentile
+from timing import cuda_event_ms, host_ms, interleaved, interleaved_groups, percentile
 
 # syncfree (its operators, torch.ops.syncfree) is imported by main(), after
 # keep_freed_memory: the wrapper implementation reads this name.
@@ -240,6 +242,8 @@ def parse_threads(text):
     threads = [int(s) for s in text.split(",") if s]
     if not threads or min(threads) < 1:
         raise argparse.ArgumentTypeError(f"--threads: a comma list of thread counts >= 1, got '{text}'")
+    if len(set(threads)) != len(threads):
+        raise argparse.ArgumentTypeError(f"--threads: each thread count once, got '{text}'")
     return threads
 
 
@@ -258,33 +262,42 @@ def loaded(load, threads, own=0):
     return load is not None and load - own > (os.cpu_count() or 1) - threads + 0.5
 
 
-def run_config(args, impls, batch, n, cuda):
-    """Every implementation on one configuration at the current thread count,
-    side by side in interleaved rounds. Returns the results, one per impl."""
+def run_config(args, impls, batch, n, cuda, thread_counts):
+    """Every implementation on one configuration at every thread count of
+    thread_counts, side by side in the same rounds (timing.interleaved_groups).
+    Returns the results, one per impl and thread count, thread counts outer."""
     w = Workload(batch, n, args.device)
-    rows, k, threads = max(batch, 1), w.k, torch.get_num_threads()
-    print(f"[bench] threads={threads} N={n} B={rows} K={k} ...", file=sys.stderr, flush=True)
+    rows, k = max(batch, 1), w.k
+    print(f"[bench] threads={','.join(map(str, thread_counts))} N={n} B={rows} K={k} ...",
+          file=sys.stderr, flush=True)
     if impls.get("topk-compiled", (None,))[0] is not None:
         # One fresh compilation per shape: recompiles would otherwise hit
         # dynamo's cache limit and silently run the eager function.
         torch._dynamo.reset()
-    cfg, calls = [], {}
-    for name, (make, note) in impls.items():
-        cfg.append(dict(n=n, batch=rows, k=k, threads=threads, impl=name, supported=make is not None,
-                        note=note or ""))
-        if make is not None:
-            calls[name] = make(w)
-    times = interleaved(calls, args.min_reps, args.min_time, cuda_event_ms if cuda else host_ms,
-                        warmup=args.warmup, max_rounds=max(args.max_iters, 1), shuffle=True) if calls else {}
+    cfg, calls = [], {threads: {} for threads in thread_counts}
+    for threads in thread_counts:
+        for name, (make, note) in impls.items():
+            cfg.append(dict(n=n, batch=rows, k=k, threads=threads, impl=name, supported=make is not None,
+                            note=note or ""))
+            if make is not None:
+                calls[threads][name] = make(w)
+    # Each thread count's calls in a block of their own, so that all but the
+    # first of a block run as in a program that keeps its thread count; the
+    # blocks alternate.
+    times = interleaved_groups(calls, args.min_reps, args.min_time, cuda_event_ms if cuda else host_ms,
+                               warmup=args.warmup, max_rounds=max(args.max_iters, 1),
+                               enter=torch.set_num_threads) if any(calls.values()) else {}
     for r in cfg:
         if r["supported"]:
-            ms = times[r["impl"]]
+            ms = times[(r["threads"], r["impl"])]
             r.update(iters=len(ms), median_ms=percentile(ms, 0.5), p10_ms=percentile(ms, 0.1),
-                     p90_ms=percentile(ms, 0.9), syncs_per_call=count_syncs(calls[r["impl"]]) if cuda else None)
-    naive = next((r for r in cfg if r["impl"] == "naive" and r["supported"]), None)
-    floor = next((r for r in cfg if r["impl"] == "floor" and r["supported"]), None)
-    for r in cfg:
-        if r["supported"]:
+                     p90_ms=percentile(ms, 0.9), syncs_per_call=count_syncs(calls[r["threads"]][r["impl"]])
+                     if cuda else None)
+    for threads in thread_counts:
+        same = [r for r in cfg if r["threads"] == threads and r["supported"]]
+        naive = next((r for r in same if r["impl"] == "naive"), None)
+        floor = next((r for r in same if r["impl"] == "floor"), None)
+        for r in same:
             if naive:
                 r["speedup_vs_naive"] = naive["median_ms"] / r["median_ms"]
             r["vs_floor"] = r["median_ms"] / floor["median_ms"] if floor else None
@@ -487,10 +500,10 @@ def main():
              if loaded(load_start, threads) else ""))
     results = []
     configs = [(0, n) for n in sizes] + [(args.batch, n) for n in batch_sizes]
-    for t in args.threads:
-        torch.set_num_threads(t)
-        for batch, n in configs:
-            results.extend(run_config(args, impls, batch, n, cuda))
+    for batch, n in configs:
+        results.extend(run_config(args, impls, batch, n, cuda, args.threads))
+    # The tables list thread counts outer, configurations inner.
+    results.sort(key=lambda r: args.threads.index(r["threads"]))
     fc = fixed_cost(args) if args.fixed_cost else None
 
     print_table(results)

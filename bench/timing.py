@@ -1,7 +1,8 @@
 """Timing shared by the Python benchmarks (bench.py, compact_bench.py,
 nms_bench.py, stratified_bench.py, detection_bench.py): one call timed on the
 host clock or with CUDA events, an implementation called repeatedly on its
-own, implementations called in interleaved rounds, percentiles, and the
+own, implementations called in interleaved rounds (or in groups, each in
+its own setting), percentiles, and the
 command-line options of the interleaved benchmarks.
 
 Every time here is in milliseconds.
@@ -76,6 +77,42 @@ def interleaved(fns, min_rounds, min_time=0.0, one=host_ms, warmup=0, max_rounds
         for name in order:
             times[name].append(one(fns[name]))
             spent_ms += times[name][-1]
+        rounds += 1
+    return times
+
+
+def interleaved_groups(groups, min_rounds, min_time=0.0, one=host_ms, warmup=0, max_rounds=None, enter=None):
+    """{group: {name: fn}} timed side by side, a group at a time: `enter(group)`
+    (when given) before each group's calls, `warmup` untimed calls of each
+    fn first, then rounds in which every group in turn, in the dict's order,
+    calls each of its fns once (`one` times a call), in an order shuffled
+    afresh every time (a fixed seed: the same orders every run). For what
+    must not change from one call to the next but may between blocks of
+    calls, such as torch's thread count: each block runs in one setting,
+    and the settings alternate block by block, so that they are compared
+    over the same span of time. Rounds go on until there are `min_rounds`
+    and the calls took `min_time` seconds per (group, fn) in all, at most
+    `max_rounds` (when given). Returns {(group, name): [ms, ...]}."""
+    for group, fns in groups.items():
+        if enter is not None:
+            enter(group)
+        for fn in fns.values():
+            for _ in range(warmup):
+                fn()
+    times = {(group, name): [] for group, fns in groups.items() for name in fns}
+    orders = random.Random(0)
+    target_ms = len(times) * min_time * 1e3
+    spent_ms, rounds = 0.0, 0
+    while (max_rounds is None or rounds < max_rounds) and (rounds < min_rounds or spent_ms < target_ms):
+        for group, fns in groups.items():
+            if enter is not None:
+                enter(group)
+            order = list(fns)
+            orders.shuffle(order)
+            for name in order:
+                ms = one(fns[name])
+                times[(group, name)].append(ms)
+                spent_ms += ms
         rounds += 1
     return times
 

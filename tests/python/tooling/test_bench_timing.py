@@ -1,6 +1,7 @@
 """bench/timing.py, the timing of the Python benchmarks: one call, repeated
-calls, interleaved rounds and their stop rule, percentiles, the shared
-options; on a fake clock where the rule is about time."""
+calls, interleaved rounds (alone or in groups) and their stop rule,
+percentiles, the shared options; on a fake clock where the rule is about
+time."""
 import argparse
 import importlib.util
 import pathlib
@@ -100,6 +101,57 @@ def test_interleaved_runs_until_the_rounds_and_the_time_per_function():
     # The rounds asked for, however long the calls took.
     times = timing.interleaved({"x": clock.takes(5.0)}, 4, min_time=1.0, one=one)
     assert len(times["x"]) == 4
+
+
+def test_interleaved_groups_alternate_blocks_each_in_its_setting():
+    clock, calls, settings = FakeClock(), [], []
+    groups = {g: {name: clock.takes(1.0, calls, (g, name)) for name in ("a", "b", "c")} for g in (1, 2)}
+    current = []
+
+    def enter(group):
+        settings.append(group)
+        current.append(group)
+
+    # Each call records the setting it ran in.
+    for g, fns in groups.items():
+        for name, fn in list(fns.items()):
+            def in_setting(fn=fn, g=g, name=name):
+                assert current[-1] == g, f"{name} of group {g} ran in setting {current[-1]}"
+                fn()
+            fns[name] = in_setting
+    rounds = 30
+    times = timing.interleaved_groups(groups, rounds, warmup=1, one=lambda fn: timing.host_ms(fn, clock=clock),
+                                      enter=enter)
+    # Warm-up: each group entered once, each fn called once, untimed.
+    assert calls[:6] == [(1, "a"), (1, "b"), (1, "c"), (2, "a"), (2, "b"), (2, "c")]
+    timed = calls[6:]
+    assert len(timed) == 6 * rounds
+    # Every round: group 1's block, then group 2's, each fn once per block,
+    # the setting entered before each block.
+    assert settings == [1, 2] + [1, 2] * rounds
+    blocks = [timed[3 * i:3 * i + 3] for i in range(2 * rounds)]
+    assert all({g for g, _ in block} == {1 + i % 2} for i, block in enumerate(blocks))
+    assert all(sorted(name for _, name in block) == ["a", "b", "c"] for block in blocks)
+    # Shuffled afresh: more than one order, the same orders every run.
+    assert len({tuple(name for _, name in block) for block in blocks}) > 1
+    assert times == {(g, name): [1000.0] * rounds for g in (1, 2) for name in "abc"}
+    calls2 = []
+    timing.interleaved_groups({g: {name: clock.takes(1.0, calls2, (g, name)) for name in "abc"} for g in (1, 2)},
+                              rounds, warmup=1, one=lambda fn: timing.host_ms(fn, clock=clock))
+    assert calls2 == calls
+
+
+def test_interleaved_groups_run_until_the_rounds_and_the_time_per_function():
+    clock = FakeClock()
+    one = lambda fn: timing.host_ms(fn, clock=clock)  # noqa: E731
+    # Four (group, fn) of 0.125 s, 1 s each: 4 s of calls, 8 rounds.
+    groups = {g: {"x": clock.takes(0.125), "y": clock.takes(0.125)} for g in ("p", "q")}
+    times = timing.interleaved_groups(groups, 3, min_time=1.0, one=one)
+    assert {key: len(ms) for key, ms in times.items()} == {key: 8 for key in times}
+    # The rounds asked for, however long; max_rounds first.
+    assert len(timing.interleaved_groups({0: {"x": clock.takes(5.0)}}, 4, min_time=1.0, one=one)[(0, "x")]) == 4
+    assert len(timing.interleaved_groups({0: {"x": clock.takes(0.001)}}, 1, min_time=10.0, one=one,
+                                         max_rounds=6)[(0, "x")]) == 6
 
 
 def test_percentile_interpolates_and_median_is_the_middle():
