@@ -272,8 +272,15 @@ def run_config(args, impls, batch, n, cuda, thread_counts):
           file=sys.stderr, flush=True)
     if impls.get("topk-compiled", (None,))[0] is not None:
         # One fresh compilation per shape: recompiles would otherwise hit
-        # dynamo's cache limit and silently run the eager function.
+        # dynamo's cache limit and silently run the eager function. Dynamo
+        # guards on torch's thread count too, so each thread count is one
+        # more entry: make room for them all.
         torch._dynamo.reset()
+        config = torch._dynamo.config
+        for limit in ("recompile_limit", "cache_size_limit"):
+            if hasattr(config, limit):
+                setattr(config, limit, max(getattr(config, limit), len(thread_counts)))
+                break
     cfg, calls = [], {threads: {} for threads in thread_counts}
     for threads in thread_counts:
         for name, (make, note) in impls.items():
@@ -290,6 +297,8 @@ def run_config(args, impls, batch, n, cuda, thread_counts):
     for r in cfg:
         if r["supported"]:
             ms = times[(r["threads"], r["impl"])]
+            if cuda:
+                torch.set_num_threads(r["threads"])
             r.update(iters=len(ms), median_ms=percentile(ms, 0.5), p10_ms=percentile(ms, 0.1),
                      p90_ms=percentile(ms, 0.9), syncs_per_call=count_syncs(calls[r["threads"]][r["impl"]])
                      if cuda else None)
@@ -457,8 +466,8 @@ def main():
     p.add_argument("--batch-sizes", type=parse_sizes, help="N of the batches (default 1e3..1e5, 1e6 on CUDA)")
     p.add_argument("--batch", type=int, default=32, help="rows of a batch")
     p.add_argument("--min-time", type=float, default=0.5,
-                   help="seconds of calls per implementation and configuration, in all (interleaved rounds: "
-                        "a slow implementation takes most of it)")
+                   help="seconds of calls per implementation, thread count and configuration, in all "
+                        "(interleaved rounds: a slow implementation takes most of it)")
     p.add_argument("--min-reps", type=int, default=5, help="rounds per configuration, at least")
     p.add_argument("--max-iters", type=int, default=1000, help="rounds (calls of each implementation), at most")
     p.add_argument("--warmup", type=int, default=3, help="untimed calls of each implementation first")

@@ -175,3 +175,26 @@ def test_options_and_threads():
         assert torch.get_num_threads() == 1
     finally:
         torch.set_num_threads(before)
+
+
+def test_interleaved_groups_check_the_time_after_whole_rounds_and_shuffle_each_block():
+    clock = FakeClock()
+    one = lambda fn: timing.host_ms(fn, clock=clock)  # noqa: E731
+    # 2 s asked for (two (group, fn) of 1 s), 0.6 s a round: the third round
+    # ends at 1.8 s, the fourth at 2.4 s; the rule is checked after whole
+    # rounds, so both groups make four calls, not four and three.
+    calls = []
+    times = timing.interleaved_groups({"p": {"x": clock.takes(0.5, calls, "p")},
+                                       "q": {"x": clock.takes(0.1, calls, "q")}}, 1, min_time=1.0, one=one,
+                                      warmup=2)
+    assert {key: len(ms) for key, ms in times.items()} == {("p", "x"): 4, ("q", "x"): 4}
+    # warmup=2: two untimed calls of each fn, before any timed one.
+    assert calls[:4] == ["p", "p", "q", "q"] and len(calls) == 4 + 8
+    # Each group's block is shuffled on its own: in some round the two
+    # groups call the same names in different orders.
+    calls = []
+    names = "abcd"
+    timing.interleaved_groups({g: {name: clock.takes(0.001, calls, name) for name in names} for g in (1, 2)}, 20,
+                              one=one)
+    rounds = [(calls[8 * r:8 * r + 4], calls[8 * r + 4:8 * r + 8]) for r in range(20)]
+    assert any(first != second for first, second in rounds)
