@@ -74,7 +74,8 @@ struct ThreadSplit {
 };
 
 // slot_work is the work of one slot (units: cpu/common.h), max_block the
-// most slots of a unit, label_bytes the size of one label.
+// most slots of a unit (slot_blocks may take fewer), label_bytes the size of
+// one label.
 inline ThreadSplit split_threads(int64_t rows, int64_t n, int64_t k, int64_t label_bytes,
                                  int64_t slot_work, int64_t max_block) {
   // A call with no slot or no label samples nothing (and its k may be any
@@ -82,7 +83,7 @@ inline ThreadSplit split_threads(int64_t rows, int64_t n, int64_t k, int64_t lab
   if (rows == 0 || k == 0 || n == 0) return {ThreadSplit::kWholeRows, {1, 1}, 1, 1, rows};
   const int64_t threads = std::max(1, at::get_num_threads());
   const int64_t chunks = core::num_chunks(n);
-  const SlotBlocks slots = slot_blocks(rows, k, max_block);
+  const SlotBlocks slots = slot_blocks(rows, k, slot_work, max_block);
   const int64_t row_work = n + chunks * kChunkWork + slots.count * kRowPlanWork + k * slot_work;
   const int64_t slot_grain = parallel_grain(kRowPlanWork + slot_work * slots.size);
   const int64_t units = rows * slots.count;
@@ -110,13 +111,12 @@ inline ThreadSplit sample_split(int64_t rows, int64_t n, int64_t k, int64_t labe
 }
 
 // The split of a fused balanced_sample_gather call, whose slots also gather
-// a feature row of row_bytes each: a unit's slots hold about kParallelWork
-// / 2 of work at most (fewer slots for wide feature rows).
+// a feature row of row_bytes each (where a phase can run in parallel, fewer
+// slots a unit for wide feature rows: slot_blocks).
 inline ThreadSplit sample_gather_split(int64_t rows, int64_t n, int64_t k, int64_t label_bytes,
                                        int64_t row_bytes) {
   const int64_t slot_work = kSlotWork + kGatherSlotWork + row_bytes / 16;
-  const int64_t max_block = std::clamp<int64_t>(kParallelWork / 2 / slot_work, 1, kSlotBlock);
-  return split_threads(rows, n, k, label_bytes, slot_work, max_block);
+  return split_threads(rows, n, k, label_bytes, slot_work, kSlotBlock);
 }
 
 }  // namespace ops

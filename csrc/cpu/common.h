@@ -58,11 +58,7 @@ void draw_seed(const char* op, const c10::optional<int64_t>& seed,
 // slots 10 to 14 ns each, the gather of 64-byte feature rows 4 to 7 ns per
 // slot while the features fit in the caches, up to 25 ns beyond). The
 // AVX-512 paths (core/host_simd.h) have since made compaction of int64
-// labels about 0.45 ns per label and a slot 10 to 12 ns. kParallelWork was
-// measured against 4 x and 16 x larger values since (docs/benchmarks.md,
-// "Threading: where two threads pay"): the calls it splits took 0.45x to
-// 0.95x of one thread's time on two threads (one row of 1e5 the least
-// gain), and the larger values gave those gains up.
+// labels about 0.45 ns per label and a slot 10 to 12 ns.
 //
 // A phase runs in parallel only when it holds more than kParallelWork, so
 // that every task gets about half of it at least: at::parallel_for runs a
@@ -70,15 +66,23 @@ void draw_seed(const char* op, const c10::optional<int64_t>& seed,
 // one into tasks of at least grain / 2 units, the grain being the most whole
 // units that hold at most kParallelWork (rounded up instead, a phase of a
 // few large units needed up to twice as much work: the gather of one row's
-// 1e4 slots, four units of 2500, ran on one thread). Twice ATen's own grain
-// (32768 elements of an elementwise kernel), as one unit here costs about as
-// much as a few elements of a vectorized elementwise kernel: tasks of at
-// least about 30 us on the benchmark machine. Below that, a parallel region
-// costs more than it saves: waking the pool's threads costs microseconds, and
-// when another process keeps a core busy (a DataLoader worker) a thread of
-// the pool that is not scheduled holds the call up for a scheduler time
-// slice, milliseconds.
-constexpr int64_t kParallelWork = 2 * at::internal::GRAIN_SIZE;
+// 1e4 slots, four units of 2500, ran on one thread). ATen's own grain (32768
+// elements of an elementwise kernel): tasks of at least about 15 us on the
+// benchmark machine. Below that, a parallel region costs more than it saves:
+// waking the pool's threads costs microseconds, and when another process
+// keeps a core busy (a DataLoader worker) a thread of the pool that is not
+// scheduled holds the call up for a scheduler time slice, milliseconds.
+//
+// Measured on two threads (docs/benchmarks.md, "Threading: where two threads
+// pay", and "The parallel threshold halved"): against 4 x and 16 x this value
+// times 2, the calls it splits took 0.45x to 0.95x of one thread's time, and
+// the larger values gave those gains up; against 2 x this value, the calls
+// that now split (one row of 2e4 to 5e4 labels, a few rows of 1e4, compact of
+// one row of 1e5, nms of a few images of hundreds of boxes) took 0.53x to
+// 0.9x of the time in most processes, up to 1.2x in some (balanced_sample
+// alone at one row of 3e4); a quarter of it gained at one row of 1e4 in some
+// processes and lost in others.
+constexpr int64_t kParallelWork = at::internal::GRAIN_SIZE;
 
 // The at::parallel_for grain for units of about unit_work units of work each:
 // the most whole units within kParallelWork (at least one).
@@ -87,9 +91,13 @@ inline int64_t parallel_grain(int64_t unit_work) {
   return std::max<int64_t>(1, kParallelWork / unit_work);
 }
 
-// Blocks of each row's k slots for a phase of rows x blocks units, blocks of
-// at most max_block slots: of equal size, and, where a row has several, as
-// many as the pool's threads share evenly (rows x blocks a multiple of the
+// Blocks of each row's k slots for a phase of rows x blocks units, slot_work
+// units of work per slot, blocks of at most `cap` slots; where the phase can
+// run in parallel (more than one thread, and more than kParallelWork of slot
+// work in all), of at most kParallelWork / 2 of work too, so that the slots
+// of a few rows still split over the threads (elsewhere more blocks would
+// only cost their plans). The blocks are of equal size, and, where a row has
+// several, as many as the pool's threads share evenly (rows x blocks a multiple of the
 // thread count). at::parallel_for hands each thread a run of consecutive
 // units: at N = 1e5 (K = 1e4) blocks of 4096, 4096 and 1808 slots over two
 // threads left one thread 82% of the work; four blocks of 2500 leave each
@@ -102,10 +110,17 @@ struct SlotBlocks {
   int64_t end(int64_t k, int64_t b) const { return std::min(k, (b + 1) * size); }
 };
 
-inline SlotBlocks slot_blocks(int64_t rows, int64_t k, int64_t max_block) {
+inline SlotBlocks slot_blocks(int64_t rows, int64_t k, int64_t slot_work, int64_t cap) {
+  const int64_t threads = std::max(1, at::get_num_threads());
+  slot_work = std::max<int64_t>(slot_work, 1);
+  int64_t max_block = cap;
+  // In double: rows x k x slot_work may exceed int64 (k is any int64 of a call).
+  if (threads > 1 && static_cast<double>(rows) * static_cast<double>(k) * static_cast<double>(slot_work) >
+                         static_cast<double>(kParallelWork)) {
+    max_block = std::clamp<int64_t>(kParallelWork / 2 / slot_work, 1, cap);
+  }
   int64_t count = std::max<int64_t>(1, (k + max_block - 1) / max_block);
   if (count > 1) {
-    const int64_t threads = std::max(1, at::get_num_threads());
     while ((rows * count) % threads != 0) ++count;  // fewer than `threads` steps
   }
   return {count, std::max<int64_t>(1, (k + count - 1) / count)};

@@ -45,12 +45,12 @@ std::tuple<at::Tensor, at::Tensor> gather_sampled_cpu(const at::Tensor& features
   int64_t* lab_ptr = out_labels.data_ptr<int64_t>();
   const int64_t stride = labels.stride(-1);
 
-  // Units of one row's slots, block at a time: kGatherSlotBlock slots, or fewer for
-  // wide feature rows (about kParallelWork / 2 of work each), so that the
-  // slots of a few rows still split over threads.
+  // Units of one row's slots, block at a time: kGatherSlotBlock slots, or,
+  // where the phase can run in parallel, fewer for wide feature rows (about
+  // kParallelWork / 2 of work each: slot_blocks), so that the slots of a few
+  // rows still split over threads.
   const int64_t slot_work = kGatherSlotWork + row_bytes / 16;
-  const SlotBlocks slots = slot_blocks(
-      rows, k, std::clamp<int64_t>(kParallelWork / 2 / slot_work, 1, kGatherSlotBlock));
+  const SlotBlocks slots = slot_blocks(rows, k, slot_work, kGatherSlotBlock);
   const int64_t blocks = slots.count;
   const int64_t grain = parallel_grain(std::min(k, slots.size) * slot_work);
   std::atomic<bool> bad{false};  // a valid slot whose index is outside [0, n)

@@ -67,7 +67,7 @@ TEST(CpuParallel, SameBitsOnOneThreadAndOnSeveral) {
       {32, 1000, 100, 16},         // whole rows, two tasks (32 >= 4 x 3 and 8 x 4)
       {256, 1000, 100, 16},        // whole rows, as many tasks as threads
       {4096, 64, 6, 16},           // many short rows
-      {1, 100000, 10000, 16},      // one row, each task compacts it (phases for 8 threads' fused call)
+      {1, 100000, 10000, 16},      // one row, each task compacts it (phases on 8 threads)
       {3, 20000, 6000, 4},         // each task compacts its rows; a task's slots span two rows
       {1, 300000, 6000, 4},        // one row, few slots per label: phases
       {1, 300000, 30000, 4},       // one row of labels beyond the cache (2.4 MB): phases
@@ -144,7 +144,7 @@ TEST(CpuParallel, EachShapeTakesTheSplitItIsMeantTo) {
       {8, 32, 1000, 100, whole, whole},
       {2, 1, 100000, 10000, own, own},           // one row, K = N / 10: each task compacts it
       {3, 1, 100000, 10000, own, own},
-      {8, 1, 100000, 10000, own, phases},        // the fused call's tasks have too few slots
+      {8, 1, 100000, 10000, phases, phases},     // four tasks: too few slots each to compact the row
       {2, 3, 20000, 6000, own, own},             // three rows, a task's slots span two
       {2, 1, 300000, 6000, phases, phases},      // few slots per label
       {2, 1, 1000000, 10000, phases, phases},
@@ -207,6 +207,43 @@ TEST(CpuParallel, APhaseRunsInParallelExactlyWhenItHoldsMoreThanTheParallelWork)
       ASSERT_EQ(splits, wanted) << "unit work " << unit_work << ", units " << units;
     }
   }
+}
+
+TEST(CpuParallel, SlotsAreCutIntoSmallBlocksOnlyWhereThePhaseCanSplit) {
+  // More blocks only cost their plans, unless the phase of (row, block)
+  // units can run in parallel: then blocks of at most kParallelWork / 2 of
+  // work, as many per row as the threads share evenly.
+  using syncfree::ops::kParallelWork;
+  using syncfree::ops::slot_blocks;
+  const ThreadCount restore;
+  const int64_t work = 20;  // a fused slot with 64-byte feature rows
+  at::set_num_threads(1);
+  auto one = slot_blocks(1, 10000, work, 4096);
+  EXPECT_EQ(one.count, 3);  // blocks of at most the cap, whatever the work
+  EXPECT_EQ(one.size, 3334);
+  at::set_num_threads(2);
+  const int64_t inline_k = kParallelWork / work;  // the most slots of a phase that runs inline
+  for (const int64_t rows : {int64_t{1}, int64_t{3}}) {
+    SCOPED_TRACE(::testing::Message() << rows << " rows");
+    const int64_t k_inline = inline_k / rows;
+    auto small = slot_blocks(rows, k_inline, work, 4096);
+    EXPECT_EQ(small.count, 1);
+    EXPECT_EQ(small.size, k_inline);
+    for (const int64_t k : {k_inline + 1, int64_t{10000}, int64_t{100000}}) {
+      SCOPED_TRACE(::testing::Message() << "k " << k);
+      auto split = slot_blocks(rows, k, work, 4096);
+      EXPECT_LE(split.size * work, kParallelWork / 2);
+      EXPECT_GE(split.size * split.count, k);
+      // One row: several blocks, as many as the threads share evenly; three
+      // rows of 547 slots fit a block each.
+      if (rows == 1) EXPECT_GT(split.count, 1);
+      if (split.count > 1) EXPECT_EQ((rows * split.count) % 2, 0);
+    }
+  }
+  // The cap holds where the work would allow more: 1-unit slots.
+  auto capped = slot_blocks(1, 100000, 1, 4096);
+  EXPECT_LE(capped.size, 4096);
+  EXPECT_GE(capped.size * capped.count, 100000);
 }
 
 TEST(CpuParallel, NoRowsTakeAnyNumberOfSlots) {
