@@ -83,11 +83,13 @@ inline ThreadSplit split_threads(int64_t rows, int64_t n, int64_t k, int64_t lab
   if (rows == 0 || k == 0 || n == 0) return {ThreadSplit::kWholeRows, {1, 1}, 1, 1, rows};
   const int64_t threads = std::max(1, at::get_num_threads());
   const int64_t chunks = core::num_chunks(n);
-  const SlotBlocks slots = slot_blocks(rows, k, slot_work, max_block);
+  // Whole rows run each on one thread: their slots need no small blocks.
+  const bool whole_rows = rows % threads == 0 || rows >= 4 * threads;
+  const SlotBlocks slots = slot_blocks(rows, k, slot_work, max_block, !whole_rows);
   const int64_t row_work = n + chunks * kChunkWork + slots.count * kRowPlanWork + k * slot_work;
   const int64_t slot_grain = parallel_grain(kRowPlanWork + slot_work * slots.size);
   const int64_t units = rows * slots.count;
-  if (rows % threads == 0 || rows >= 4 * threads) {
+  if (whole_rows) {
     return {ThreadSplit::kWholeRows, slots, parallel_grain(row_work), slot_grain, rows};
   }
   // at::parallel_for runs the units as at most min(threads, ceil(units /

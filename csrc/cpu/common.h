@@ -74,12 +74,12 @@ void draw_seed(const char* op, const c10::optional<int64_t>& seed,
 // scheduled holds the call up for a scheduler time slice, milliseconds.
 //
 // Measured on two threads (docs/benchmarks.md, "Threading: where two threads
-// pay", and "The parallel threshold halved"): against 4 x and 16 x this value
-// times 2, the calls it splits took 0.45x to 0.95x of one thread's time, and
+// pay", and "The parallel threshold halved"): against 8 x and 32 x this
+// value, the calls it splits took 0.45x to 0.95x of one thread's time, and
 // the larger values gave those gains up; against 2 x this value, the calls
 // that now split (one row of 2e4 to 5e4 labels, a few rows of 1e4, compact of
 // one row of 1e5, nms of a few images of hundreds of boxes) took 0.53x to
-// 0.9x of the time in most processes, up to 1.2x in some (balanced_sample
+// 0.95x of the time in most processes, up to 1.17x in some (balanced_sample
 // alone at one row of 3e4); a quarter of it gained at one row of 1e4 in some
 // processes and lost in others.
 constexpr int64_t kParallelWork = at::internal::GRAIN_SIZE;
@@ -93,16 +93,19 @@ inline int64_t parallel_grain(int64_t unit_work) {
 
 // Blocks of each row's k slots for a phase of rows x blocks units, slot_work
 // units of work per slot, blocks of at most `cap` slots; where the phase can
-// run in parallel (more than one thread, and more than kParallelWork of slot
-// work in all), of at most kParallelWork / 2 of work too, so that the slots
-// of a few rows still split over the threads (elsewhere more blocks would
-// only cost their plans). The blocks are of equal size, and, where a row has
-// several, as many as the pool's threads share evenly (rows x blocks a multiple of the
-// thread count). at::parallel_for hands each thread a run of consecutive
-// units: at N = 1e5 (K = 1e4) blocks of 4096, 4096 and 1808 slots over two
-// threads left one thread 82% of the work; four blocks of 2500 leave each
-// half. Every unit writes its own slots, so the results do not depend on
-// the blocks.
+// run in parallel over its blocks (`by_block`: the caller shares the (row,
+// block) units, not whole rows, among the threads; more than one thread; and
+// more than kParallelWork of slot work in all), of at most kParallelWork / 2
+// of work too, so that the slots of a few rows still split over the threads
+// (elsewhere more blocks would only cost their plans). The blocks are of
+// equal size, and, where the phase splits and a row has several, as many as
+// the pool's threads share evenly (rows x blocks a multiple of the thread
+// count).
+// at::parallel_for hands each thread a run of consecutive units: when the
+// blocks were not made even (2026-12-02), blocks of 4096, 4096 and 1808
+// slots of one row of 1e5 (K = 1e4) over two threads left one thread 82% of
+// the work; four blocks of 2500 leave each half. Every unit writes its own
+// slots, so the results do not depend on the blocks.
 struct SlotBlocks {
   int64_t count;  // blocks per row
   int64_t size;   // slots per block (a row's last blocks may hold fewer, or none)
@@ -110,17 +113,17 @@ struct SlotBlocks {
   int64_t end(int64_t k, int64_t b) const { return std::min(k, (b + 1) * size); }
 };
 
-inline SlotBlocks slot_blocks(int64_t rows, int64_t k, int64_t slot_work, int64_t cap) {
+inline SlotBlocks slot_blocks(int64_t rows, int64_t k, int64_t slot_work, int64_t cap,
+                              bool by_block = true) {
   const int64_t threads = std::max(1, at::get_num_threads());
   slot_work = std::max<int64_t>(slot_work, 1);
-  int64_t max_block = cap;
-  // In double: rows x k x slot_work may exceed int64 (k is any int64 of a call).
-  if (threads > 1 && static_cast<double>(rows) * static_cast<double>(k) * static_cast<double>(slot_work) >
-                         static_cast<double>(kParallelWork)) {
-    max_block = std::clamp<int64_t>(kParallelWork / 2 / slot_work, 1, cap);
-  }
+  // In double: the outputs' rows x k fit in int64, times slot_work may not.
+  const bool splits = by_block && threads > 1 &&
+                      static_cast<double>(rows) * static_cast<double>(k) * static_cast<double>(slot_work) >
+                          static_cast<double>(kParallelWork);
+  const int64_t max_block = splits ? std::clamp<int64_t>(kParallelWork / 2 / slot_work, 1, cap) : cap;
   int64_t count = std::max<int64_t>(1, (k + max_block - 1) / max_block);
-  if (count > 1) {
+  if (splits && count > 1) {
     while ((rows * count) % threads != 0) ++count;  // fewer than `threads` steps
   }
   return {count, std::max<int64_t>(1, (k + count - 1) / count)};

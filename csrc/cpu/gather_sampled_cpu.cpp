@@ -18,7 +18,8 @@ namespace ops {
 
 namespace {
 
-// Slots per unit of work at most (fewer for wide feature rows).
+// Slots per unit of work at most (fewer for wide feature rows, where the
+// phase can run in parallel: slot_blocks).
 constexpr int64_t kGatherSlotBlock = 4096;
 
 std::tuple<at::Tensor, at::Tensor> gather_sampled_cpu(const at::Tensor& features,

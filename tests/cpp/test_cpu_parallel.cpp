@@ -144,7 +144,7 @@ TEST(CpuParallel, EachShapeTakesTheSplitItIsMeantTo) {
       {8, 32, 1000, 100, whole, whole},
       {2, 1, 100000, 10000, own, own},           // one row, K = N / 10: each task compacts it
       {3, 1, 100000, 10000, own, own},
-      {8, 1, 100000, 10000, phases, phases},     // four tasks: too few slots each to compact the row
+      {8, 1, 100000, 10000, phases, phases},     // four tasks (eight fused): too few slots each to compact the row
       {2, 3, 20000, 6000, own, own},             // three rows, a task's slots span two
       {2, 1, 300000, 6000, phases, phases},      // few slots per label
       {2, 1, 1000000, 10000, phases, phases},
@@ -214,36 +214,47 @@ TEST(CpuParallel, SlotsAreCutIntoSmallBlocksOnlyWhereThePhaseCanSplit) {
   // units can run in parallel: then blocks of at most kParallelWork / 2 of
   // work, as many per row as the threads share evenly.
   using syncfree::ops::kParallelWork;
+  using syncfree::ops::sample_gather_split;
   using syncfree::ops::slot_blocks;
+  using syncfree::ops::SlotBlocks;
   const ThreadCount restore;
+  const auto expect_blocks = [](SlotBlocks got, int64_t count, int64_t size) {
+    EXPECT_EQ(got.count, count);
+    EXPECT_EQ(got.size, size);
+  };
   const int64_t work = 20;  // a fused slot with 64-byte feature rows
+  ASSERT_EQ(kParallelWork, 32768);  // the exact blocks below are for this threshold
   at::set_num_threads(1);
-  auto one = slot_blocks(1, 10000, work, 4096);
-  EXPECT_EQ(one.count, 3);  // blocks of at most the cap, whatever the work
-  EXPECT_EQ(one.size, 3334);
+  expect_blocks(slot_blocks(1, 10000, work, 4096), 3, 3334);  // one thread: the cap alone
+  at::set_num_threads(2);
+  expect_blocks(slot_blocks(1, 10000, work, 4096), 14, 715);  // 819 slots at most, 13 made even
+  expect_blocks(slot_blocks(1, 10000, work, 4096, /*by_block=*/false), 3, 3334);
+  expect_blocks(slot_blocks(3, 1000, work, 4096), 2, 500);    // three rows' work: it splits
+  expect_blocks(slot_blocks(1, 2048, 16, 4096), 1, 2048);     // exactly kParallelWork: inline
+  expect_blocks(slot_blocks(1, 2049, 16, 4096), 4, 513);      // one slot more: blocks of 1024 at most
+  expect_blocks(slot_blocks(1, 10, 20000, 4096), 10, 1);      // a slot over half the threshold: one a block
+  expect_blocks(slot_blocks(1, 100000, 1, 4096), 26, 3847);   // light slots: the cap
+  at::set_num_threads(3);
+  expect_blocks(slot_blocks(1, 10000, work, 4096), 15, 667);  // a multiple of three
   at::set_num_threads(2);
   const int64_t inline_k = kParallelWork / work;  // the most slots of a phase that runs inline
   for (const int64_t rows : {int64_t{1}, int64_t{3}}) {
     SCOPED_TRACE(::testing::Message() << rows << " rows");
     const int64_t k_inline = inline_k / rows;
-    auto small = slot_blocks(rows, k_inline, work, 4096);
-    EXPECT_EQ(small.count, 1);
-    EXPECT_EQ(small.size, k_inline);
+    expect_blocks(slot_blocks(rows, k_inline, work, 4096), 1, k_inline);
     for (const int64_t k : {k_inline + 1, int64_t{10000}, int64_t{100000}}) {
       SCOPED_TRACE(::testing::Message() << "k " << k);
       auto split = slot_blocks(rows, k, work, 4096);
       EXPECT_LE(split.size * work, kParallelWork / 2);
       EXPECT_GE(split.size * split.count, k);
-      // One row: several blocks, as many as the threads share evenly; three
-      // rows of 547 slots fit a block each.
-      if (rows == 1) EXPECT_GT(split.count, 1);
       if (split.count > 1) EXPECT_EQ((rows * split.count) % 2, 0);
     }
   }
-  // The cap holds where the work would allow more: 1-unit slots.
-  auto capped = slot_blocks(1, 100000, 1, 4096);
-  EXPECT_LE(capped.size, 4096);
-  EXPECT_GE(capped.size * capped.count, 100000);
+  // The sampler's split: whole rows keep blocks of the cap, a row shared by
+  // the threads takes small ones.
+  expect_blocks(sample_gather_split(32, 10000, 1000, 8, 64).slots, 1, 1000);
+  expect_blocks(sample_gather_split(32, 100000, 10000, 8, 64).slots, 3, 3334);
+  expect_blocks(sample_gather_split(1, 100000, 10000, 8, 64).slots, 14, 715);
 }
 
 TEST(CpuParallel, NoRowsTakeAnyNumberOfSlots) {
