@@ -73,11 +73,11 @@ struct ThreadSplit {
   int64_t copies;      // compacted rows the workspace holds: one per row, or per task (kOwnRows)
 };
 
-// slot_work is the work of one slot (units: cpu/common.h), max_block the
-// most slots of a unit (slot_blocks may take fewer), label_bytes the size of
-// one label.
+// slot_work is the work of one slot (units: cpu/common.h), label_bytes the
+// size of one label; a unit holds at most kSlotBlock slots (slot_blocks may
+// take fewer).
 inline ThreadSplit split_threads(int64_t rows, int64_t n, int64_t k, int64_t label_bytes,
-                                 int64_t slot_work, int64_t max_block) {
+                                 int64_t slot_work) {
   // A call with no slot or no label samples nothing (and its k may be any
   // int64 when it has no row).
   if (rows == 0 || k == 0 || n == 0) return {ThreadSplit::kWholeRows, {1, 1}, 1, 1, rows};
@@ -85,7 +85,7 @@ inline ThreadSplit split_threads(int64_t rows, int64_t n, int64_t k, int64_t lab
   const int64_t chunks = core::num_chunks(n);
   // Whole rows run each on one thread: their slots need no small blocks.
   const bool whole_rows = rows % threads == 0 || rows >= 4 * threads;
-  const SlotBlocks slots = slot_blocks(rows, k, slot_work, max_block, !whole_rows);
+  const SlotBlocks slots = slot_blocks(rows, k, slot_work, kSlotBlock, !whole_rows);
   const int64_t row_work = n + chunks * kChunkWork + slots.count * kRowPlanWork + k * slot_work;
   const int64_t slot_grain = parallel_grain(kRowPlanWork + slot_work * slots.size);
   const int64_t units = rows * slots.count;
@@ -109,7 +109,7 @@ inline ThreadSplit split_threads(int64_t rows, int64_t n, int64_t k, int64_t lab
 // The split of a balanced_sample call (rows x n labels of label_bytes each,
 // k slots per row).
 inline ThreadSplit sample_split(int64_t rows, int64_t n, int64_t k, int64_t label_bytes) {
-  return split_threads(rows, n, k, label_bytes, kSlotWork, kSlotBlock);
+  return split_threads(rows, n, k, label_bytes, kSlotWork);
 }
 
 // The split of a fused balanced_sample_gather call, whose slots also gather
@@ -118,7 +118,7 @@ inline ThreadSplit sample_split(int64_t rows, int64_t n, int64_t k, int64_t labe
 inline ThreadSplit sample_gather_split(int64_t rows, int64_t n, int64_t k, int64_t label_bytes,
                                        int64_t row_bytes) {
   const int64_t slot_work = kSlotWork + kGatherSlotWork + row_bytes / 16;
-  return split_threads(rows, n, k, label_bytes, slot_work, kSlotBlock);
+  return split_threads(rows, n, k, label_bytes, slot_work);
 }
 
 }  // namespace ops
