@@ -630,8 +630,9 @@ TEST(SimdPaths, TheLimitSelectsThePath) {
 }
 
 TEST(SimdPaths, FeistelPassEqualsTheScalarNetworkOnEveryPath) {
-  // Every count (ragged tails of 4 and 8 lanes included) and domain width
-  // (halves of 4 to 32 bits, odd and even widths), many keys.
+  // Every count (ragged tails of 4 and 8 lanes, and of the AVX-512 path's
+  // blocks of 1, 2, 4 and 8 vectors, included) and domain width (halves of
+  // 4 to 32 bits, odd and even widths), many keys.
   std::mt19937_64 rng(31);
   for (int64_t n : {int64_t{129}, int64_t{200}, int64_t{256}, int64_t{257}, int64_t{1000},
                     int64_t{65537}, (int64_t{1} << 20) + 3, (int64_t{1} << 31) + 11,
@@ -640,7 +641,8 @@ TEST(SimdPaths, FeistelPassEqualsTheScalarNetworkOnEveryPath) {
       const Permutation perm(rng(), n);
       const uint64_t domain_mask =
           perm.domain_bits() >= 64 ? ~uint64_t{0} : (uint64_t{1} << perm.domain_bits()) - 1;
-      for (int64_t count : {0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 255, 256, 1003}) {
+      for (int64_t count : {0, 1, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65, 97, 255,
+                            256, 1003}) {
         std::vector<int64_t> values(static_cast<size_t>(count));
         for (auto& v : values) v = static_cast<int64_t>(rng() & domain_mask);
         for_each_simd_path([&](SimdPath path) {
@@ -836,7 +838,7 @@ TEST(SimdPaths, CycleWalkingIsTheSameOnEveryPath) {
     for (int key = 0; key < 10; ++key) {
       const Permutation perm(rng(), n);
       const HostPermutation host(perm);
-      for (int64_t count : {0, 1, 7, 8, 9, 17, 255, 256, 257, 700}) {
+      for (int64_t count : {0, 1, 7, 8, 9, 12, 16, 17, 24, 255, 256, 257, 700}) {
         std::vector<int64_t> values(static_cast<size_t>(count));
         for (auto& v : values) v = static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
         for_each_simd_path([&](SimdPath path) {
