@@ -10,6 +10,7 @@
 // The stratified sampler's vector passes are in host_stratified.h.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <limits>
@@ -205,22 +206,15 @@ __attribute__((target("avx512f"), always_inline)) inline void feistel_avx512_blo
 }
 
 // The Feistel pass over values[0, count), all of them: 64 at a time, then
-// the rest in the fewest of 1, 2, 4 or 8 vectors (masked lanes past the end).
-__attribute__((target("avx512f"))) inline void feistel_pass_avx512(const FeistelAvx512& c,
+// the rest 32 at a time (masked lanes past the end). Two block sizes only:
+// each is a few kilobytes of code, which a call that comes after other
+// work fetches again (and one copy of them: not inlined).
+__attribute__((target("avx512f"), noinline)) inline void feistel_pass_avx512(const FeistelAvx512& c,
                                                                    int64_t* values,
                                                                    int64_t count) {
   int64_t i = 0;
   for (; i + 64 <= count; i += 64) feistel_avx512_block<8>(c, values + i, 64);
-  const int64_t left = count - i;
-  if (left > 32) {
-    feistel_avx512_block<8>(c, values + i, left);
-  } else if (left > 16) {
-    feistel_avx512_block<4>(c, values + i, left);
-  } else if (left > 8) {
-    feistel_avx512_block<2>(c, values + i, left);
-  } else if (left > 0) {
-    feistel_avx512_block<1>(c, values + i, left);
-  }
+  for (; i < count; i += 32) feistel_avx512_block<4>(c, values + i, std::min<int64_t>(32, count - i));
 }
 
 __attribute__((target("avx512f"))) inline int64_t feistel_pass_avx512(const Permutation& perm,
