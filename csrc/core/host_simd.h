@@ -116,14 +116,21 @@ __attribute__((target("avx2"))) inline int64_t feistel_pass_avx2(const Permutati
 
 #ifdef SYNCFREE_HAVE_AVX512_PATH
 #if defined(__GNUC__) && !defined(__clang__)
-// GCC 12 warns inside its own AVX-512 intrinsics (_mm512_undefined_epi32).
+// GCC 12 warns inside its own AVX-512 intrinsics (_mm512_undefined_epi32),
+// as maybe uninitialized and, at -O3 in the Feistel blocks, uninitialized.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 #endif
+#ifdef __CUDACC__
+// nvcc's front end does not know the unroll pragma below (warning 1675)
+// and passes it on to the host compiler, which does.
+#pragma nv_diag_suppress 1675
+#endif
 // Unrolls the loop after it: the loops over a block's vectors and the
 // network's rounds, whose vectors must stay in registers (at -O2 GCC 12
-// leaves them rolled, and the vectors go through memory).
+// leaves them rolled, and the vectors go through memory). Undefined at the
+// end of the AVX-512 code.
 #define SYNCFREE_UNROLL _Pragma("GCC unroll 16")
 
 // The mask of the first min(remaining, 8) of 8 lanes (remaining >= 1): a
@@ -498,6 +505,10 @@ compact_chunk_avx512_vbmi2(const T* labels, int64_t len, int64_t negative_label,
   *num_pos = p;
   *num_neg = q;
 }
+#undef SYNCFREE_UNROLL
+#ifdef __CUDACC__
+#pragma nv_diag_default 1675
+#endif
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
 #endif

@@ -631,8 +631,8 @@ TEST(SimdPaths, TheLimitSelectsThePath) {
 
 TEST(SimdPaths, FeistelPassEqualsTheScalarNetworkOnEveryPath) {
   // Every count (ragged tails of 4 and 8 lanes, and of the AVX-512 path's
-  // blocks of 1, 2, 4 and 8 vectors, included) and domain width (halves of
-  // 4 to 32 bits, odd and even widths), many keys.
+  // blocks of 4 and 8 vectors, included) and domain width (halves of 4 to
+  // 32 bits, odd and even widths), many keys.
   std::mt19937_64 rng(31);
   for (int64_t n : {int64_t{129}, int64_t{200}, int64_t{256}, int64_t{257}, int64_t{1000},
                     int64_t{65537}, (int64_t{1} << 20) + 3, (int64_t{1} << 31) + 11,
