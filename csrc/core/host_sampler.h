@@ -25,15 +25,18 @@ struct NoGather {
 // Evaluates pick_slot() for a batch of slots at a time, class by class.
 //
 // gather: for a fused gather (Gather::kGathers), as a batch's indices are
-// written, each picked item's feature row is requested (prefetch_row) and
-// the batch's slots are passed by class (classes(pos_slots, np, neg_slots,
-// nn): the gather may request the positives' labels and write the
-// negatives', which are the negative label); gather(first, last, pos_slots,
-// np) runs on the valid slots [first, last) one batch behind, after the
-// next batch is written, so that what it reads has been in flight during
-// that batch's permutations (pos_slots: the np positives among them). The
-// invalid slots are passed last, as gather(first, last). Every slot of
-// [begin, end) is passed to it once, in order.
+// written, the batch's slots are passed by class (classes(pos_slots, np,
+// neg_slots, nn): the gather may request the positives' labels and write
+// the negatives', which are the negative label); gather(first, last,
+// pos_slots, np, ahead) runs on the valid slots [first, last) one batch
+// behind, after the next batch is written, so that what it reads has been
+// in flight during that batch's permutations (pos_slots: the np positives
+// among them), and requests the feature rows of the `ahead` slots after
+// `last` (the batch just written) as it goes; the first batch's rows are
+// requested as it is written (prefetch_row). Every valid slot's row is
+// requested once, before it is gathered. The invalid slots are passed
+// last, as gather(first, last). Every slot of [begin, end) is passed to it
+// once, in order.
 template <typename Gather = NoGather>
 inline void fill_row_slots(const RowPlan& plan, const CompactRow& row, int64_t begin, int64_t end,
                            int64_t* indices, bool* valid, const Gather& gather = Gather()) {
@@ -81,17 +84,23 @@ inline void fill_row_slots(const RowPlan& plan, const CompactRow& row, int64_t b
         indices[neg_slot[i]] = start[np + i] + row.work[neg_rank[i]];
       for (int64_t i = 0; i < count; ++i) valid[b0 + i] = true;
       if constexpr (Gather::kGathers) {
-        // What the gather of this batch will read, requested now: every
-        // item's feature row, and the batch's slots by class.
-        for (int64_t i = b0; i < b0 + count; ++i) gather.prefetch_row(indices[i]);
+        // What the gather of this batch will read, requested now: the
+        // batch's slots by class, and every item's feature row. The rows
+        // are requested as the batch before it is copied, one a slot (the
+        // first batch's at once): on some cores a burst of 256 random
+        // requests holds the core up (see kGatherAhead).
         gather.classes(pos_slot, np, neg_slot, nn);
-        if (pending < b0) gather(pending, b0, pos_slots[cur ^ 1], pending_np);
+        if (pending < b0) {
+          gather(pending, b0, pos_slots[cur ^ 1], pending_np, count);
+        } else {
+          for (int64_t i = b0; i < b0 + count; ++i) gather.prefetch_row(indices[i]);
+        }
         pending = b0;
         pending_np = np;
         cur ^= 1;
       }
     }
-    if constexpr (Gather::kGathers) gather(pending, valid_end, pos_slots[cur ^ 1], pending_np);
+    if constexpr (Gather::kGathers) gather(pending, valid_end, pos_slots[cur ^ 1], pending_np, 0);
   }
   const int64_t first_invalid = std::max(begin, num_valid);
   for (int64_t s = first_invalid; s < end; ++s) {

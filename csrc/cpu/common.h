@@ -165,6 +165,12 @@ void with_row_copy(int64_t row_bytes, const Body& body) {
 // the benchmark machine 8, 16 and 32 did about equally well (64 and 128
 // were slower at one row of 1e6); requesting a batch of 256 rows, then
 // copying them, was 15 to 25% slower where the features outgrow the caches.
+// A fused sampler requests each batch's rows into the L2 cache a batch
+// ahead, one as each slot of the batch before is copied (`next` below):
+// on an Intel Xeon (2026-12-04, docs/benchmarks.md) the same requests in
+// one burst of 256 took the fused call at one row of 3e4 to 1e6 labels
+// 1.04x to 1.14x the time, a quarter of the call's samples at 1e6 on the
+// burst's prefetch instructions.
 constexpr int64_t kGatherAhead = 16;
 
 // One row's slots [0, count): slot j gets item indices[j]'s feature row
@@ -175,11 +181,15 @@ constexpr int64_t kGatherAhead = 16;
 // label of the slot kGatherAhead ahead are prefetched, so that many random
 // loads are in flight at once. Without read_labels the valid slots' labels
 // are left to the caller (a fused sampler, which knows each slot's class).
+// next[0, next_count): items (in [0, n)) whose feature rows (their first 64
+// bytes) are requested into the L2 cache, one as each slot is copied, the
+// rest after the last (a fused sampler's next batch).
 template <typename T, typename Copy>
 bool gather_slots(const Copy& copy, const char* row_features, int64_t row_bytes,
                   const T* row_labels, int64_t label_stride, int64_t n, const int64_t* indices,
                   const bool* valid, int64_t count, char* out_features, int64_t* out_labels,
-                  int64_t* bad_index, bool read_labels = true) {
+                  int64_t* bad_index, bool read_labels = true,
+                  const int64_t* next = nullptr, int64_t next_count = 0) {
   const int64_t prefetch_bytes = std::min<int64_t>(row_bytes, 256);
   const auto source = [&](int64_t j) -> int64_t {  // the slot's item, or -1: nothing to read
     const int64_t i = indices[j];
@@ -196,6 +206,7 @@ bool gather_slots(const Copy& copy, const char* row_features, int64_t row_bytes,
   bool ok = true;
   for (int64_t j = 0; j < count; ++j) {
     if (j + kGatherAhead < count) prefetch_slot(j + kGatherAhead);
+    if (j < next_count) core::prefetch_l2(row_features + next[j] * row_bytes);
     char* dst = out_features + j * row_bytes;
     const int64_t i = source(j);
     if (i >= 0) {
@@ -209,6 +220,9 @@ bool gather_slots(const Copy& copy, const char* row_features, int64_t row_bytes,
       std::memset(dst, 0, static_cast<size_t>(row_bytes));
       out_labels[j] = -1;
     }
+  }
+  for (int64_t j = count; j < next_count; ++j) {
+    core::prefetch_l2(row_features + next[j] * row_bytes);
   }
   return ok;
 }
@@ -286,12 +300,14 @@ struct RowGather {
     for (int64_t i = 0; i < nn; ++i) out_labels[neg_slots[i]] = negative_value;
   }
   // Valid slots [first, last), the np positives among them pos_slots: every
-  // feature row, and every label (with by_class, the positives' only).
-  void operator()(int64_t first, int64_t last, const int64_t* pos_slots, int64_t np) const {
+  // feature row, and every label (with by_class, the positives' only); the
+  // feature rows of the `ahead` slots after them requested as they go.
+  void operator()(int64_t first, int64_t last, const int64_t* pos_slots, int64_t np,
+                  int64_t ahead) const {
     int64_t unused;
     gather_slots(*copy, features, bytes, labels, label_stride, n, indices + first, valid + first,
                  last - first, out_features + first * bytes, out_labels + first, &unused,
-                 /*read_labels=*/!by_class);
+                 /*read_labels=*/!by_class, indices + last, ahead);
     if (!by_class) return;
     for (int64_t i = 0; i < np; ++i) {
       const int64_t s = pos_slots[i];

@@ -372,8 +372,9 @@ void for_each_simd_path(const Body& body) {
 // given: how each slot was passed (1: with the valid slots, 2: with the
 // invalid ones; 0: not passed), once each and in order; its class (0: one
 // of the positives of its call, 1: one of a batch's negatives; -1:
-// neither), once each; and the positives' items, passed by class as their
-// indices are written.
+// neither), once each; the positives' items, passed by class as their
+// indices are written; and the items whose feature rows are requested,
+// each valid slot's before the slot is gathered.
 struct RecordingGather {
   static constexpr bool kGathers = true;
   std::vector<int>* passed;
@@ -381,7 +382,9 @@ struct RecordingGather {
   int64_t* next;  // the slot the next call must start at
   std::vector<int64_t>* label_requests;
   const int64_t* indices;
-  void prefetch_row(int64_t) const {}
+  std::vector<int64_t>* row_requests;
+  int64_t* valid_passed;  // valid slots passed so far
+  void prefetch_row(int64_t item) const { row_requests->push_back(item); }
   void classes(const int64_t* pos_slots, int64_t np, const int64_t* neg_slots, int64_t nn) const {
     for (int64_t i = 0; i < np; ++i) label_requests->push_back(indices[pos_slots[i]]);
     for (int64_t i = 0; i < nn; ++i) {
@@ -395,8 +398,14 @@ struct RecordingGather {
     for (int64_t s = first; s < last; ++s) (*passed)[static_cast<size_t>(s)] = how;
     *next = last;
   }
-  void operator()(int64_t first, int64_t last, const int64_t* pos_slots, int64_t np) const {
+  void operator()(int64_t first, int64_t last, const int64_t* pos_slots, int64_t np,
+                  int64_t ahead) const {
     pass(first, last, 1);
+    *valid_passed += last - first;
+    ASSERT_LE(*valid_passed, static_cast<int64_t>(row_requests->size()))
+        << "slots up to " << last << " gathered before their rows were requested";
+    ASSERT_GE(ahead, 0);
+    for (int64_t s = last; s < last + ahead; ++s) row_requests->push_back(indices[s]);
     for (int64_t i = 0; i < np; ++i) {
       const int64_t s = pos_slots[i];
       ASSERT_TRUE(s >= first && s < last) << "slot " << s << " outside [" << first << ", " << last << ")";
@@ -461,16 +470,17 @@ TEST(RowPlan, BatchedHostFillEqualsPerSlotEvaluation) {
           std::vector<int64_t> gathered(static_cast<size_t>(k));
           std::unique_ptr<bool[]> gathered_valid(new bool[static_cast<size_t>(k)]);
           std::vector<int> passed(static_cast<size_t>(k), 0), label_from(passed.size(), -1);
-          std::vector<int64_t> label_requests;
-          int64_t next = 0;
-          const RecordingGather gather{&passed, &label_from, &next, &label_requests,
-                                       gathered.data()};
+          std::vector<int64_t> label_requests, row_requests;
+          int64_t next = 0, valid_passed = 0;
+          const RecordingGather gather{&passed,        &label_from,     &next,
+                                       &label_requests, gathered.data(), &row_requests,
+                                       &valid_passed};
           for (const auto& range : ranges)
             fill_row_slots(plan, row, range.first, range.second, gathered.data(),
                            gathered_valid.get(), gather);
           ASSERT_EQ(next, k);
           ASSERT_EQ(gathered, indices);
-          std::vector<int64_t> positive_items;
+          std::vector<int64_t> positive_items, valid_items;
           for (int64_t s = 0; s < k; ++s) {
             ASSERT_EQ(gathered_valid[static_cast<size_t>(s)], valid[static_cast<size_t>(s)]);
             if (s < plan.quota.valid()) {
@@ -482,6 +492,7 @@ TEST(RowPlan, BatchedHostFillEqualsPerSlotEvaluation) {
               ASSERT_EQ(label_from[static_cast<size_t>(s)], pick.positive ? 0 : 1)
                   << "path " << static_cast<int>(path) << ", n " << n << ", slot " << s;
               if (pick.positive) positive_items.push_back(indices[static_cast<size_t>(s)]);
+              valid_items.push_back(indices[static_cast<size_t>(s)]);
             } else {
               ASSERT_FALSE(valid[static_cast<size_t>(s)]);
               ASSERT_EQ(indices[static_cast<size_t>(s)], -1);
@@ -492,6 +503,9 @@ TEST(RowPlan, BatchedHostFillEqualsPerSlotEvaluation) {
           std::sort(positive_items.begin(), positive_items.end());
           std::sort(label_requests.begin(), label_requests.end());
           ASSERT_EQ(label_requests, positive_items) << "path " << static_cast<int>(path);
+          std::sort(valid_items.begin(), valid_items.end());
+          std::sort(row_requests.begin(), row_requests.end());
+          ASSERT_EQ(row_requests, valid_items) << "path " << static_cast<int>(path);
         });
       }
     }
