@@ -27,10 +27,16 @@ per shape and is slow):
   syncfree-indices  torch.ops.syncfree.balanced_sample(labels, K): sampling alone
   floor             the C++ CLI's floor: torch.count_nonzero(labels) (one
                     reduction over all the labels), then
-                    flat_features.index_select(0, flat_rows), flat_features =
-                    features viewed as [rows * N, F], flat_rows K random rows
-                    of each row drawn before timing (seeded, int64)
-  index-select      that index_select alone
+                    flat_features.index_select(0, rows), flat_features =
+                    features viewed as [rows * N, F], rows K random rows of
+                    each row: one of FLOOR_ROW_SETS sets drawn before timing
+                    (seeded, int64), the next set at each call, so that a
+                    call reads other rows than the call before it, as a
+                    sampler's calls do
+  floor-same-rows   the floor with the same rows at every call (the first
+                    set): the floor of the results before 2026-12-04, whose
+                    rows the caches keep from one call to the next
+  index-select      the floor's index_select alone (the next set each call)
 
 Within one configuration every implementation at every thread count of
 --threads is timed side by side (timing.interleaved_groups): --warmup untimed
@@ -58,6 +64,7 @@ each step is labelled with its implementation's name.
 import argparse
 import ctypes
 import datetime
+import itertools
 import json
 import os
 import sys
@@ -72,7 +79,12 @@ from timing import cuda_event_ms, host_ms, interleaved, interleaved_groups, perc
 syncfree = None
 
 FEATURE_DIM = 16
-DEFAULT_IMPLS = "naive,topk,syncfree,syncfree-python,syncfree-indices,floor,index-select"
+DEFAULT_IMPLS = "naive,topk,syncfree,syncfree-python,syncfree-indices,floor,floor-same-rows,index-select"
+# The floor's sets of random rows (the C++ CLI's kFloorRowSets): enough that
+# the rows of the sets a call does not read outgrow a core's caches at the
+# sizes where a call's own rows fit them (one row of 1e5: 640 kB of rows a
+# set).
+FLOOR_ROW_SETS = 16
 # The fixed-cost table: calls per timed loop (one call of a few microseconds
 # is too short for the host clock), rounds at least, and its input.
 FIXED_COST_CALLS = 200
@@ -153,7 +165,7 @@ def syncfree_indices(features, labels, k):
 class Workload:
     """One configuration's tensors: labels, features, K, and the floor's
     inputs, drawn as the C++ CLI draws them (seed 0, then labels, features
-    and the floor's random rows, in that order)."""
+    and the floor's FLOOR_ROW_SETS sets of random rows, in that order)."""
 
     def __init__(self, batch, n, device):
         torch.manual_seed(0)
@@ -162,9 +174,11 @@ class Workload:
         shape = (batch, n) if batch else (n,)
         self.labels = torch.randint(0, 2, shape, device=device)
         self.features = torch.randn(shape + (FEATURE_DIM,), device=device)
-        # The floor's rows: K per row, as flat row numbers of features viewed as [rows * N, F].
-        self.flat_rows = (torch.randint(0, n, (rows, self.k), device=device)
-                          + torch.arange(rows, device=device).unsqueeze(1) * n).reshape(rows * self.k)
+        # The floor's rows: sets of K per row, as flat row numbers of features
+        # viewed as [rows * N, F].
+        first = torch.arange(rows, device=device).unsqueeze(1) * n
+        self.row_sets = [(torch.randint(0, n, (rows, self.k), device=device) + first).reshape(rows * self.k)
+                         for _ in range(FLOOR_ROW_SETS)]
         self.flat_features = self.features.reshape(rows * n, FEATURE_DIM)
 
 
@@ -176,18 +190,25 @@ def sampler_call(fn):
     return make
 
 
-def floor_call(w):
-    flat_features, flat_rows, labels = w.flat_features, w.flat_rows, w.labels
+def next_rows(w):
+    """A function returning the workload's sets of rows in turn, one a call."""
+    sets = itertools.cycle(w.row_sets)
+    return lambda: next(sets)
+
+
+def floor_call(w, same_rows=False):
+    flat_features, labels = w.flat_features, w.labels
+    rows = (lambda: w.row_sets[0]) if same_rows else next_rows(w)
 
     def floor():
         torch.count_nonzero(labels)  # one reduction over all the labels
-        return flat_features.index_select(0, flat_rows)
+        return flat_features.index_select(0, rows())
     return floor
 
 
 def index_select_call(w):
-    flat_features, flat_rows = w.flat_features, w.flat_rows
-    return lambda: flat_features.index_select(0, flat_rows)
+    flat_features, rows = w.flat_features, next_rows(w)
+    return lambda: flat_features.index_select(0, rows())
 
 
 def make_impls(names, device):
@@ -212,6 +233,8 @@ def make_impls(names, device):
             impls[name] = (sampler_call(syncfree_indices), None)
         elif name == "floor":
             impls[name] = (floor_call, None)
+        elif name == "floor-same-rows":
+            impls[name] = (lambda w: floor_call(w, same_rows=True), None)
         elif name == "index-select":
             impls[name] = (index_select_call, None)
         else:
@@ -335,8 +358,8 @@ def print_table(results):
         floor = f"{r['vs_floor']:.2f}x" if r.get("vs_floor") is not None else "n/a"
         print(f"{head} {r['median_ms']:>10.4f} {spread:>23} {naive:>8} {floor:>8} {syncs:>6}")
     print("vs naive: the naive median over this one; vs floor: this median over the floor's (count_nonzero "
-          "over the labels + index_select of K random feature rows per row); both measured side by side "
-          "in this run (n/a: not run).")
+          "over the labels + index_select of K random feature rows per row, other rows at each call); both "
+          "measured side by side in this run (n/a: not run).")
 
 
 def print_floor_table(results):
@@ -358,18 +381,22 @@ def print_floor_table(results):
         print("(neither syncfree nor syncfree-python was run)")
         return
     print(f"{'thr':>3} {'N':>9} {'B':>4}  {'torch.ops':>10} {'wrapper':>10} {'floor':>10} {'x floor':>8} "
-          f"{'wr x floor':>10}  {'gather':>10} {'idx_select':>10} {'x select':>8}  {'vs naive':>8}")
+          f"{'wr x floor':>10} {'x same':>7}  {'gather':>10} {'idx_select':>10} {'x select':>8}  {'vs naive':>8}")
     for key in keys:
         ops, wrapper, floor = median(key, "syncfree"), median(key, "syncfree-python"), median(key, "floor")
         indices, select, naive = median(key, "syncfree-indices"), median(key, "index-select"), median(key, "naive")
+        same = median(key, "floor-same-rows")
         gather = ops - indices if ops is not None and indices is not None else None
         print(f"{key[0]:>3} {key[1]:>9} {key[2]:>4}  {ms_text(ops):>10} {ms_text(wrapper):>10} "
-              f"{ms_text(floor):>10} {ratio(ops, floor):>8} {ratio(wrapper, floor):>10}  {ms_text(gather):>10} "
-              f"{ms_text(select):>10} {ratio(gather, select):>8}  {ratio(naive, ops, '{:.1f}x'):>8}")
+              f"{ms_text(floor):>10} {ratio(ops, floor):>8} {ratio(wrapper, floor):>10} {ratio(ops, same):>7}  "
+              f"{ms_text(gather):>10} {ms_text(select):>10} {ratio(gather, select):>8}  "
+              f"{ratio(naive, ops, '{:.1f}x'):>8}")
     print("torch.ops: torch.ops.syncfree.balanced_sample_gather (no wrapper); wrapper: "
-          "syncfree.balanced_sample_gather; x floor, wr x floor: each over the floor; gather: its gather part, "
-          "torch.ops - syncfree-indices (balanced_sample alone); x select: that over index_select of as many "
-          "random rows; vs naive: the naive median over torch.ops'. n/a: not run.")
+          "syncfree.balanced_sample_gather; x floor, wr x floor: each over the floor (other rows at each "
+          "call); x same: torch.ops over floor-same-rows (the same rows at every call); gather: its gather "
+          "part, torch.ops - syncfree-indices (balanced_sample alone); x select: that over index_select of "
+          "as many random rows (other rows at each call); vs naive: the naive median over torch.ops'. "
+          "n/a: not run.")
 
 
 def fixed_cost(args):

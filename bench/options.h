@@ -13,6 +13,14 @@ namespace bench {
 // Features are [.., N, kFeatureDim] float32.
 constexpr int64_t kFeatureDim = 16;
 
+// The floor's sets of random rows, taken in turn, one a call (bench.py's
+// FLOOR_ROW_SETS): enough that the rows of the sets a call does not read
+// outgrow a core's caches at the sizes where a call's own rows fit them (one
+// row of 1e5: 640 kB of rows a set). With the same rows at every call, the
+// floor read them from the caches, where a sampler reads other rows at each
+// call (docs/benchmarks.md, 2026-12-04).
+constexpr int kFloorRowSets = 16;
+
 struct Options {
   std::string device = "cpu";
   std::vector<int64_t> sizes;

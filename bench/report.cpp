@@ -71,7 +71,7 @@ void print_table(const std::vector<Result>& results) {
                 r.other_cpus < 0 ? "n/a" : fmt(r.other_cpus, "%.2f").c_str());
   }
   std::printf("\nvs floor: this median over the floor's (count_nonzero over the labels + "
-              "index_select of K random feature rows per row), measured in this run. "
+              "index_select of K random feature rows per row, other rows at each call), measured in this run. "
               "GB/s: bytes that must move (labels read, sampled features read and written, "
               "labels, indices, mask written) / median time; others: CPUs used on "
               "average by other processes while the configuration ran (this benchmark and its "
@@ -115,7 +115,7 @@ void print_floor_table(const std::vector<Result>& results) {
   if (header) {
     std::printf("x floor: syncfree (balanced_sample_gather) over the floor; gather: its gather "
                 "part, syncfree - syncfree-indices (balanced_sample alone); x select: that over "
-                "index_select of as many random rows; x sf: stratified_sample_gather (two "
+                "index_select of as many random rows, other rows at each call; x sf: stratified_sample_gather (two "
                 "classes, the same quotas) over syncfree.\n");
   }
 }

@@ -28,7 +28,8 @@
 // (stratified_sample_gather with two classes, quotas K/2 and K/2 and fill:
 // the same quotas on the same rows), floor (the least any sampler must do:
 // count_nonzero over all the labels, then index_select of K random feature
-// rows per row, the random indices drawn before timing; count_nonzero
+// rows per row, the random indices drawn before timing, other rows at each
+// call: kFloorRowSets sets taken in turn; count_nonzero
 // without a dim, ATen's fastest read of the labels: with dim=-1, per row, it
 // takes about 4x as long in torch 2.13), index-select (that
 // index_select alone), and on CUDA topk-graph and syncfree-graph (defaults
@@ -266,12 +267,23 @@ std::vector<Result> run_config(const Options& o, int64_t batch, int64_t n,
   const at::Tensor labels = at::randint(0, 2, lshape, at::TensorOptions(device).dtype(at::kLong));
   const at::Tensor features = at::randn(fshape, at::TensorOptions(device).dtype(at::kFloat));
   const double bytes = min_bytes(rows, n, k);
-  // The floor's random rows: K per row, drawn once, as flat row numbers of
-  // features viewed as [rows * N, F].
+  // The floor's random rows: kFloorRowSets sets of K per row, drawn once, as
+  // flat row numbers of features viewed as [rows * N, F]; each call of the
+  // floor (and of index-select) takes the next set, so that it reads other
+  // rows than the call before it, as a sampler's calls do.
   const auto index_opts = at::TensorOptions(device).dtype(at::kLong);
-  const at::Tensor flat_rows =
-      (at::randint(0, n, {rows, k}, index_opts) + at::arange(rows, index_opts).unsqueeze(1) * n)
-          .reshape({rows * k});
+  std::vector<at::Tensor> row_sets;
+  for (int s = 0; s < kFloorRowSets; ++s) {
+    row_sets.push_back(
+        (at::randint(0, n, {rows, k}, index_opts) + at::arange(rows, index_opts).unsqueeze(1) * n)
+            .reshape({rows * k}));
+  }
+  size_t next_set = 0;
+  const auto flat_rows = [&]() -> const at::Tensor& {
+    const at::Tensor& set = row_sets[next_set];
+    next_set = (next_set + 1) % row_sets.size();
+    return set;
+  };
   const at::Tensor flat_features = features.reshape({rows * n, kFeatureDim});
   // stratified_sample_gather's quotas: K / 2 for each class, as balanced_sample's.
   const at::Tensor class_quota = at::full({2}, k / 2, index_opts);
@@ -314,10 +326,10 @@ std::vector<Result> run_config(const Options& o, int64_t batch, int64_t n,
     } else if (impl == "floor") {  // count the labels, gather K random rows per row
       fn = [&] {
         keep = at::count_nonzero(labels);  // one reduction: 4x faster than per row (dim=-1)
-        keep = flat_features.index_select(0, flat_rows);
+        keep = flat_features.index_select(0, flat_rows());
       };
     } else if (impl == "index-select") {
-      fn = [&] { keep = flat_features.index_select(0, flat_rows); };
+      fn = [&] { keep = flat_features.index_select(0, flat_rows()); };
     } else if (impl == "topk-graph" || impl == "syncfree-graph") {
       if (!cuda) {
         r.supported = false;
