@@ -30,12 +30,14 @@ per shape and is slow):
                     flat_features.index_select(0, rows), flat_features =
                     features viewed as [rows * N, F], rows K random rows of
                     each row: one of FLOOR_ROW_SETS sets drawn before timing
-                    (seeded, int64), the next set at each call, so that a
-                    call reads other rows than the call before it, as a
-                    sampler's calls do
-  floor-same-rows   the floor with the same rows at every call (the first
-                    set): the floor of the results before 2026-12-04, whose
-                    rows the caches keep from one call to the next
+                    (seeded, int64), the next set at each call (of the floor
+                    or index-select, which take them in turn from one
+                    cycle), so that a call reads other rows than the calls
+                    before it, as a sampler's calls do
+  floor-same-rows   the floor with the same rows at every call (a set of
+                    its own, drawn after the others): the floor of the
+                    results before 2026-12-04, whose rows the caches keep
+                    from one call to the next
   index-select      the floor's index_select alone (the next set each call)
 
 Within one configuration every implementation at every thread count of
@@ -165,7 +167,9 @@ def syncfree_indices(features, labels, k):
 class Workload:
     """One configuration's tensors: labels, features, K, and the floor's
     inputs, drawn as the C++ CLI draws them (seed 0, then labels, features
-    and the floor's FLOOR_ROW_SETS sets of random rows, in that order)."""
+    and the floor's FLOOR_ROW_SETS sets of random rows, in that order; then
+    floor-same-rows' set). next_rows() returns the sets in turn, one a call,
+    from one cycle for all the calls that take them."""
 
     def __init__(self, batch, n, device):
         torch.manual_seed(0)
@@ -178,8 +182,13 @@ class Workload:
         # viewed as [rows * N, F].
         first = torch.arange(rows, device=device).unsqueeze(1) * n
         self.row_sets = [(torch.randint(0, n, (rows, self.k), device=device) + first).reshape(rows * self.k)
-                         for _ in range(FLOOR_ROW_SETS)]
+                         for _ in range(FLOOR_ROW_SETS + 1)]
+        self.same_rows = self.row_sets.pop()
         self.flat_features = self.features.reshape(rows * n, FEATURE_DIM)
+        self._sets = itertools.cycle(self.row_sets)
+
+    def next_rows(self):
+        return next(self._sets)
 
 
 def sampler_call(fn):
@@ -190,15 +199,9 @@ def sampler_call(fn):
     return make
 
 
-def next_rows(w):
-    """A function returning the workload's sets of rows in turn, one a call."""
-    sets = itertools.cycle(w.row_sets)
-    return lambda: next(sets)
-
-
 def floor_call(w, same_rows=False):
     flat_features, labels = w.flat_features, w.labels
-    rows = (lambda: w.row_sets[0]) if same_rows else next_rows(w)
+    rows = (lambda: w.same_rows) if same_rows else w.next_rows
 
     def floor():
         torch.count_nonzero(labels)  # one reduction over all the labels
@@ -207,7 +210,7 @@ def floor_call(w, same_rows=False):
 
 
 def index_select_call(w):
-    flat_features, rows = w.flat_features, next_rows(w)
+    flat_features, rows = w.flat_features, w.next_rows
     return lambda: flat_features.index_select(0, rows())
 
 

@@ -74,19 +74,21 @@ def test_parse_threads_takes_distinct_counts_of_at_least_one():
             bench.parse_threads(text)
 
 
-def test_floor_reads_another_set_of_rows_at_each_call_and_floor_same_rows_the_first():
+def test_floor_and_index_select_read_the_next_set_of_rows_at_each_call_floor_same_rows_its_own():
     w = bench.Workload(2, 50, "cpu")  # 2 rows of 50, K = 5 per row
     sets = w.row_sets
     assert len(sets) == bench.FLOOR_ROW_SETS > 1
-    for rows in sets:
+    for rows in sets + [w.same_rows]:
         # K random rows of each row, as flat row numbers of features [2 * 50, F].
         assert rows.shape == (2 * w.k,) and rows.dtype == torch.int64
         assert ((rows[:w.k] >= 0) & (rows[:w.k] < 50)).all() and ((rows[w.k:] >= 50) & (rows[w.k:] < 100)).all()
-    assert len({tuple(rows.tolist()) for rows in sets}) == len(sets)  # seeded draws, all different
+    # Seeded draws, all different: floor-same-rows' set is none of the cycle's.
+    assert len({tuple(rows.tolist()) for rows in sets + [w.same_rows]}) == len(sets) + 1
     floor, same, select = bench.floor_call(w), bench.floor_call(w, same_rows=True), bench.index_select_call(w)
-    for call in range(2 * len(sets) + 1):
-        expected = w.flat_features.index_select(0, sets[call % len(sets)])
-        assert torch.equal(floor(), expected) and torch.equal(select(), expected)
-        assert torch.equal(same(), w.flat_features.index_select(0, sets[0]))
+    # The floor and index-select take the sets in turn from one cycle.
+    calls = [floor, select, select, floor] * len(sets)
+    for call, fn in enumerate(calls):
+        assert torch.equal(fn(), w.flat_features.index_select(0, sets[call % len(sets)]))
+        assert torch.equal(same(), w.flat_features.index_select(0, w.same_rows))
     impls = bench.make_impls(bench.DEFAULT_IMPLS.split(","), "cpu")
     assert "floor-same-rows" in impls and torch.equal(impls["floor-same-rows"][0](w)(), same())
