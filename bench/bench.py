@@ -35,9 +35,9 @@ per shape and is slow):
                     cycle), so that a call reads other rows than the calls
                     before it, as a sampler's calls do
   floor-same-rows   the floor with the same rows at every call (a set of
-                    its own, drawn after the others): the floor of the
-                    results before 2026-12-04, whose rows the caches keep
-                    from one call to the next
+                    its own, drawn after the others): the floor of every
+                    result up to 2026-12-04 19:46 UTC, whose rows the caches
+                    keep from one call to the next
   index-select      the floor's index_select alone (the next set each call)
 
 Within one configuration every implementation at every thread count of
@@ -83,9 +83,9 @@ syncfree = None
 FEATURE_DIM = 16
 DEFAULT_IMPLS = "naive,topk,syncfree,syncfree-python,syncfree-indices,floor,floor-same-rows,index-select"
 # The floor's sets of random rows (the C++ CLI's kFloorRowSets): enough that
-# the rows of the sets a call does not read outgrow a core's caches at the
-# sizes where a call's own rows fit them (one row of 1e5: 640 kB of rows a
-# set).
+# the sets a call does not read hold more rows than a core's L2 cache where
+# a set's rows are a sizeable part of it (one row of 1e5: 640 kB of rows a
+# set; the features of smaller rows fit the caches whole).
 FLOOR_ROW_SETS = 16
 # The fixed-cost table: calls per timed loop (one call of a few microseconds
 # is too short for the host clock), rounds at least, and its input.

@@ -14,9 +14,10 @@ namespace bench {
 constexpr int64_t kFeatureDim = 16;
 
 // The floor's sets of random rows, taken in turn, one a call (bench.py's
-// FLOOR_ROW_SETS): enough that the rows of the sets a call does not read
-// outgrow a core's caches at the sizes where a call's own rows fit them (one
-// row of 1e5: 640 kB of rows a set). With the same rows at every call, the
+// FLOOR_ROW_SETS): enough that the sets a call does not read hold more rows
+// than a core's L2 cache where a set's rows are a sizeable part of it (one
+// row of 1e5: 640 kB of rows a set; the features of smaller rows fit the
+// caches whole). With the same rows at every call, the
 // floor read them from the caches, where a sampler reads other rows at each
 // call (docs/benchmarks.md, 2026-12-04).
 constexpr int kFloorRowSets = 16;

@@ -162,15 +162,15 @@ void with_row_copy(int64_t row_bytes, const Body& body) {
 
 // Software prefetch distance of the gather, in slots: the feature row and
 // label of slot j + kGatherAhead are requested while slot j is copied. On
-// the benchmark machine 8, 16 and 32 did about equally well (64 and 128
+// an AMD EPYC 8, 16 and 32 did about equally well (64 and 128
 // were slower at one row of 1e6); requesting a batch of 256 rows, then
 // copying them, was 15 to 25% slower where the features outgrow the caches.
 // A fused sampler requests each batch's rows into the L2 cache a batch
 // ahead, one as each slot of the batch before is copied (`next` below):
 // on an Intel Xeon (2026-12-04, docs/benchmarks.md) the same requests in
 // one burst of 256 took the fused call at one row of 3e4 to 1e6 labels
-// 1.04x to 1.14x the time, a quarter of the call's samples at 1e6 on the
-// burst's prefetch instructions.
+// 1.04x to 1.14x the time, a quarter of the process's samples at 1e6 on
+// the burst's prefetch instructions.
 constexpr int64_t kGatherAhead = 16;
 
 // One row's slots [0, count): slot j gets item indices[j]'s feature row
