@@ -272,11 +272,10 @@ std::vector<Result> run_config(const Options& o, int64_t batch, int64_t n,
   // floor (and of index-select) takes the next set, so that it reads other
   // rows than the call before it, as a sampler's calls do.
   const auto index_opts = at::TensorOptions(device).dtype(at::kLong);
+  const at::Tensor first = at::arange(rows, index_opts).unsqueeze(1) * n;
   std::vector<at::Tensor> row_sets;
   for (int s = 0; s < kFloorRowSets; ++s) {
-    row_sets.push_back(
-        (at::randint(0, n, {rows, k}, index_opts) + at::arange(rows, index_opts).unsqueeze(1) * n)
-            .reshape({rows * k}));
+    row_sets.push_back((at::randint(0, n, {rows, k}, index_opts) + first).reshape({rows * k}));
   }
   size_t next_set = 0;
   const auto flat_rows = [&]() -> const at::Tensor& {

@@ -202,11 +202,14 @@ bool gather_slots(const Copy& copy, const char* row_features, int64_t row_bytes,
     for (int64_t b = 0; b < prefetch_bytes; b += 64) core::prefetch(row + b);
     if (read_labels) core::prefetch(row_labels + i * label_stride);
   };
+  const auto request_next = [&](int64_t j) {
+    core::prefetch_l2(row_features + next[j] * row_bytes);
+  };
   for (int64_t j = 0; j < std::min(kGatherAhead, count); ++j) prefetch_slot(j);
   bool ok = true;
   for (int64_t j = 0; j < count; ++j) {
     if (j + kGatherAhead < count) prefetch_slot(j + kGatherAhead);
-    if (j < next_count) core::prefetch_l2(row_features + next[j] * row_bytes);
+    if (j < next_count) request_next(j);
     char* dst = out_features + j * row_bytes;
     const int64_t i = source(j);
     if (i >= 0) {
@@ -221,9 +224,7 @@ bool gather_slots(const Copy& copy, const char* row_features, int64_t row_bytes,
       out_labels[j] = -1;
     }
   }
-  for (int64_t j = count; j < next_count; ++j) {
-    core::prefetch_l2(row_features + next[j] * row_bytes);
-  }
+  for (int64_t j = count; j < next_count; ++j) request_next(j);
   return ok;
 }
 
