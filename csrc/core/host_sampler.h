@@ -22,7 +22,9 @@ struct NoGather {
 };
 
 // Writes slots [begin, end) of one row: indices (or -1) and validity.
-// Evaluates pick_slot() for a batch of slots at a time, class by class.
+// Evaluates pick_slot() class by class: each permutation over a run of up
+// to 1024 slots at a time, then each batch of 256 of the run's slots
+// located in the workspace and written.
 //
 // gather: for a fused gather (Gather::kGathers), as a batch's indices are
 // written, the batch's slots are passed by class (classes(pos_slots, np,
@@ -30,9 +32,10 @@ struct NoGather {
 // the negatives', which are the negative label); gather(first, last,
 // pos_slots, np, ahead) runs on the valid slots [first, last) one batch
 // behind, after the next batch is written, so that what it reads has been
-// in flight during that batch's permutations (pos_slots: the np positives
-// among them), and requests the feature rows of the `ahead` slots after
-// `last` (the batch just written) as it goes; the first batch's rows are
+// in flight while that batch was located and written (and, before a run's
+// first batch, while the run's permutations were evaluated; pos_slots: the
+// np positives among them), and requests the feature rows of the `ahead`
+// slots after `last` (the batch just written) as it goes; the first batch's rows are
 // requested as it is written (prefetch_row). Every valid slot's row is
 // requested once, before it is gathered. The invalid slots are passed
 // last, as gather(first, last). Every slot of [begin, end) is passed to it
@@ -40,7 +43,16 @@ struct NoGather {
 template <typename Gather = NoGather>
 inline void fill_row_slots(const RowPlan& plan, const CompactRow& row, int64_t begin, int64_t end,
                            int64_t* indices, bool* valid, const Gather& gather = Gather()) {
+  // Slots are written (and gathered) a batch of kBatch at a time; their
+  // permutations are evaluated a run of up to kRun slots at a time (whole
+  // batches), which shares the cost of the cycle walk's last passes, each
+  // of a few values (HostPermutation::apply), among more slots: with runs
+  // of 1024 slots rather than batches of 256, balanced_sample alone took
+  // 0.89x to 0.95x the time at single rows of 1e4 to 1e6 labels, and the
+  // fused gather 0.88x to 0.98x (one thread, an Intel Xeon, 2026-12-04,
+  // docs/benchmarks.md).
   constexpr int64_t kBatch = 256;
+  constexpr int64_t kRun = 4 * kBatch;
   const int64_t num_valid = plan.quota.valid();
   const int64_t num_pos = plan.quota.num_pos;
   const int64_t valid_end = std::min(end, num_valid);
@@ -54,53 +66,77 @@ inline void fill_row_slots(const RowPlan& plan, const CompactRow& row, int64_t b
     const HostPermutation negatives(plan.negatives,
                                     std::min(slots_here, plan.quota.num_neg));
     const SimdPath path = simd_path();
-    // + 8: room for the vector paths' full stores.
-    int64_t t[kBatch], pos_rank[kBatch + 8], neg_rank[kBatch + 8];
-    // The positives' slots of this batch and of the one before it (which a
-    // fused gather is passed one batch behind).
-    int64_t pos_slots[2][kBatch + 8], neg_slot[kBatch + 8];
+    // A run's slots by class, batch by batch (+ 8: room for the vector
+    // paths' full stores): the positives' ranks and slots, then the
+    // negatives'. The positives' slots are kept for two runs, since a fused
+    // gather is passed a batch's one batch behind, and the batch before a
+    // run's first is the run before's last.
+    int64_t t[kRun], pos_rank[kRun + 8], neg_rank[kRun + 8];
+    int64_t pos_slots[2][kRun + 8], neg_slot[kRun + 8];
+    int64_t batch_pos[kRun / kBatch + 1];  // each batch's first positive (and negative) in the run
+    int64_t batch_neg[kRun / kBatch + 1];
     int64_t start[kBatch];  // each pick's chunk start (positives, then negatives)
     int cur = 0;
-    [[maybe_unused]] int64_t pending_np = 0;  // positives of the batch [pending, b0)
-    for (int64_t b0 = begin; b0 < valid_end; b0 += kBatch) {
-      const int64_t count = std::min(kBatch, valid_end - b0);
+    [[maybe_unused]] const int64_t* pending_pos = nullptr;  // the positives of [pending, b0)
+    [[maybe_unused]] int64_t pending_np = 0;
+    for (int64_t r0 = begin; r0 < valid_end; r0 += kRun) {
+      const int64_t run = std::min(kRun, valid_end - r0);
       int64_t* pos_slot = pos_slots[cur];
-      for (int64_t i = 0; i < count; ++i) t[i] = b0 + i;
-      if (plan.permute_slots) slots.apply(t, count);
-      const int64_t np =
-          split_slots(t, count, b0, num_pos, pos_rank, pos_slot, neg_rank, neg_slot, path);
-      const int64_t nn = count - np;
+      for (int64_t i = 0; i < run; ++i) t[i] = r0 + i;
+      if (plan.permute_slots) slots.apply(t, run);
+      int64_t np = 0, nn = 0, batches = 0;
+      for (int64_t i = 0; i < run; i += kBatch, ++batches) {
+        const int64_t count = std::min(kBatch, run - i);
+        batch_pos[batches] = np;
+        batch_neg[batches] = nn;
+        const int64_t p = split_slots(t + i, count, r0 + i, num_pos, pos_rank + np, pos_slot + np,
+                                      neg_rank + nn, neg_slot + nn, path);
+        np += p;
+        nn += count - p;
+      }
+      batch_pos[batches] = np;
+      batch_neg[batches] = nn;
       if (plan.pick_positives) positives.apply(pos_rank, np);
       if (plan.pick_negatives) negatives.apply(neg_rank, nn);
-      // Ranks to indices in two passes: every workspace entry located and
-      // prefetched, then read (random reads of a workspace beyond the L1
-      // cache, in flight together rather than one after another).
-      entries_of(row, true, pos_rank, np, start, path);
-      entries_of(row, false, neg_rank, nn, start + np, path);
-      for (int64_t i = 0; i < np; ++i) prefetch(row.work + pos_rank[i]);
-      for (int64_t i = 0; i < nn; ++i) prefetch(row.work + neg_rank[i]);
-      for (int64_t i = 0; i < np; ++i) indices[pos_slot[i]] = start[i] + row.work[pos_rank[i]];
-      for (int64_t i = 0; i < nn; ++i)
-        indices[neg_slot[i]] = start[np + i] + row.work[neg_rank[i]];
-      for (int64_t i = 0; i < count; ++i) valid[b0 + i] = true;
-      if constexpr (Gather::kGathers) {
-        // What the gather of this batch will read, requested now: the
-        // batch's slots by class, and every item's feature row. The rows
-        // are requested as the batch before it is copied, one a slot (the
-        // first batch's at once): on some cores a burst of 256 random
-        // requests holds the core up (see kGatherAhead).
-        gather.classes(pos_slot, np, neg_slot, nn);
-        if (pending < b0) {
-          gather(pending, b0, pos_slots[cur ^ 1], pending_np, count);
-        } else {
-          for (int64_t i = b0; i < b0 + count; ++i) gather.prefetch_row(indices[i]);
+      for (int64_t j = 0; j < batches; ++j) {
+        const int64_t b0 = r0 + j * kBatch;
+        const int64_t count = std::min(kBatch, valid_end - b0);
+        int64_t* pr = pos_rank + batch_pos[j];
+        int64_t* nr = neg_rank + batch_neg[j];
+        const int64_t* ps = pos_slot + batch_pos[j];
+        const int64_t* ns = neg_slot + batch_neg[j];
+        const int64_t bp = batch_pos[j + 1] - batch_pos[j];
+        const int64_t bn = batch_neg[j + 1] - batch_neg[j];
+        // Ranks to indices in two passes: every workspace entry located and
+        // prefetched, then read (random reads of a workspace beyond the L1
+        // cache, in flight together rather than one after another).
+        entries_of(row, true, pr, bp, start, path);
+        entries_of(row, false, nr, bn, start + bp, path);
+        for (int64_t i = 0; i < bp; ++i) prefetch(row.work + pr[i]);
+        for (int64_t i = 0; i < bn; ++i) prefetch(row.work + nr[i]);
+        for (int64_t i = 0; i < bp; ++i) indices[ps[i]] = start[i] + row.work[pr[i]];
+        for (int64_t i = 0; i < bn; ++i) indices[ns[i]] = start[bp + i] + row.work[nr[i]];
+        for (int64_t i = 0; i < count; ++i) valid[b0 + i] = true;
+        if constexpr (Gather::kGathers) {
+          // What the gather of this batch will read, requested now: the
+          // batch's slots by class, and every item's feature row. The rows
+          // are requested as the batch before it is copied, one a slot (the
+          // first batch's at once): on some cores a burst of 256 random
+          // requests holds the core up (see kGatherAhead).
+          gather.classes(ps, bp, ns, bn);
+          if (pending < b0) {
+            gather(pending, b0, pending_pos, pending_np, count);
+          } else {
+            for (int64_t i = b0; i < b0 + count; ++i) gather.prefetch_row(indices[i]);
+          }
+          pending = b0;
+          pending_pos = ps;
+          pending_np = bp;
         }
-        pending = b0;
-        pending_np = np;
-        cur ^= 1;
       }
+      cur ^= 1;
     }
-    if constexpr (Gather::kGathers) gather(pending, valid_end, pos_slots[cur ^ 1], pending_np, 0);
+    if constexpr (Gather::kGathers) gather(pending, valid_end, pending_pos, pending_np, 0);
   }
   const int64_t first_invalid = std::max(begin, num_valid);
   for (int64_t s = first_invalid; s < end; ++s) {

@@ -452,10 +452,11 @@ TEST(RowPlan, BatchedHostFillEqualsPerSlotEvaluation) {
         p.seed = rng();
         const RowPlan plan = make_row_plan(p, 5, row.num_positive(), row.num_negative());
         // Ranges of 1 to 12 slots (a split of one row's slots over
-        // workers), and for long rows also whole batches.
+        // workers), and for long rows also whole batches and runs (up to
+        // 2600 slots: runs of 1024 and a last run of any length).
         std::vector<std::pair<int64_t, int64_t>> ranges;
         for (int64_t b = 0; b < k;) {
-          const int64_t e = std::min(k, b + 1 + static_cast<int64_t>(rng() % (n > 5000 ? 700 : 12)));
+          const int64_t e = std::min(k, b + 1 + static_cast<int64_t>(rng() % (n > 5000 ? 2600 : 12)));
           ranges.emplace_back(b, e);
           b = e;
         }
@@ -852,7 +853,8 @@ TEST(SimdPaths, CycleWalkingIsTheSameOnEveryPath) {
     for (int key = 0; key < 10; ++key) {
       const Permutation perm(rng(), n);
       const HostPermutation host(perm);
-      for (int64_t count : {0, 1, 7, 8, 9, 12, 16, 17, 24, 255, 256, 257, 700}) {
+      for (int64_t count : {0, 1, 7, 8, 9, 12, 16, 17, 24, 255, 256, 257, 700, 1023, 1024, 1025,
+                                2500}) {
         std::vector<int64_t> values(static_cast<size_t>(count));
         for (auto& v : values) v = static_cast<int64_t>(rng() % static_cast<uint64_t>(n));
         for_each_simd_path([&](SimdPath path) {
