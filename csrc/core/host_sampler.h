@@ -49,7 +49,7 @@ inline void fill_row_slots(const RowPlan& plan, const CompactRow& row, int64_t b
   // of a few values (HostPermutation::apply), among more slots: with runs
   // of 1024 slots rather than batches of 256, balanced_sample alone took
   // 0.89x to 0.95x the time at single rows of 1e4 to 1e6 labels, and the
-  // fused gather 0.88x to 0.98x (one thread, an Intel Xeon, 2026-12-04,
+  // fused gather 0.88x to 0.99x (one thread, an Intel Xeon, 2026-12-04,
   // docs/benchmarks.md).
   constexpr int64_t kBatch = 256;
   constexpr int64_t kRun = 4 * kBatch;
