@@ -35,11 +35,11 @@ struct NoGather {
 // in flight while that batch was located and written (and, before a run's
 // first batch, while the run's permutations were evaluated; pos_slots: the
 // np positives among them), and requests the feature rows of the `ahead`
-// slots after `last` (the batch just written) as it goes; the first batch's rows are
-// requested as it is written (prefetch_row). Every valid slot's row is
-// requested once, before it is gathered. The invalid slots are passed
-// last, as gather(first, last). Every slot of [begin, end) is passed to it
-// once, in order.
+// slots after `last` (the batch just written) as it goes; the first
+// batch's rows are requested as it is written (prefetch_row). Every valid
+// slot's row is requested once, before it is gathered. The invalid slots
+// are passed last, as gather(first, last). Every slot of [begin, end) is
+// passed to it once, in order.
 template <typename Gather = NoGather>
 inline void fill_row_slots(const RowPlan& plan, const CompactRow& row, int64_t begin, int64_t end,
                            int64_t* indices, bool* valid, const Gather& gather = Gather()) {
@@ -134,7 +134,7 @@ inline void fill_row_slots(const RowPlan& plan, const CompactRow& row, int64_t b
           pending_np = bp;
         }
       }
-      cur ^= 1;
+      if constexpr (Gather::kGathers) cur ^= 1;  // the sampler alone keeps one buffer
     }
     if constexpr (Gather::kGathers) gather(pending, valid_end, pending_pos, pending_np, 0);
   }
