@@ -359,8 +359,9 @@ __attribute__((target("avx512f"))) inline void entries_of_avx512(const CompactRo
 // per comparison. A signed 64-bit label's sign comes from vpmovq2m rather
 // than a comparison: on Intel cores a comparison into a mask takes port 5,
 // which the compaction's other mask and compress instructions keep busy
-// (a chunk of 65536 int64 labels, 512 KB in the L2 cache, compacted in 0.80x to
-// 0.92x the time on an Intel Xeon, 2026-12-04, docs/benchmarks.md).
+// (on the VBMI2 path, a chunk of 65536 int64 labels, 512 KB in the L2
+// cache, compacted in 0.80x to 0.92x the time on an Intel Xeon,
+// 2026-12-04, docs/benchmarks.md).
 template <typename T>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) inline void class_masks_16(
     const T* labels, const LabelMatch<T>& m, __mmask16* neg, __mmask16* kept) {
@@ -418,7 +419,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) inline void class_
 }
 
 // compact_chunk for contiguous labels with AVX-512 (F, BW,
-// VL), 16 labels at a time: class_masks_16 gives each class's 16-bit mask;
+// VL, DQ), 16 labels at a time: class_masks_16 gives each class's 16-bit mask;
 // vpcompressd packs the class's offsets, which go to the front (positives)
 // or, reversed, to the back (negatives) with one masked 16-bit store each.
 // The entries written are exactly those compact_chunk leaves in [0, p) and

@@ -731,13 +731,14 @@ void check_compaction_on_every_path(uint64_t seed) {
   // loop): the same counts and the same entries in each class's range, for
   // every length up to 140 (ragged tails of 16 and of 32 labels, with full
   // and masked stores on the VBMI2 path), a few long ones, all one class,
-  // none of either, and negative labels other than 0.
+  // none of either, negative labels other than 0, and labels at the type's
+  // limits (a signed type's minimum: only its sign bit set).
   std::mt19937_64 rng(seed);
   std::vector<int64_t> lengths;
   for (int64_t len = 0; len <= 140; ++len) lengths.push_back(len);
   for (int64_t len : {int64_t{1000}, int64_t{4099}, kChunk}) lengths.push_back(len);
   for (int64_t len : lengths) {
-    for (int mode = 0; mode < 5; ++mode) {
+    for (int mode = 0; mode < 6; ++mode) {
       const int64_t negative_label = mode == 4 ? 3 : 0;
       // Exactly len labels (not std::vector, which packs bools): a path
       // that reads past them fails under the sanitizers.
@@ -745,6 +746,12 @@ void check_compaction_on_every_path(uint64_t seed) {
       for (int64_t j = 0; j < len; ++j) {
         const int64_t r = static_cast<int64_t>(rng() % 5) - 1;  // -1 .. 3
         labels[j] = static_cast<T>(mode == 1 ? 1 : mode == 2 ? 0 : mode == 3 ? -1 : r);
+        if (mode == 5) {
+          const uint64_t pick = rng() % 5;
+          if (pick == 0) labels[j] = std::numeric_limits<T>::min();
+          if (pick == 1) labels[j] = std::numeric_limits<T>::max();
+          if (pick == 2) labels[j] = static_cast<T>(std::numeric_limits<T>::min() + 1);
+        }
       }
       std::vector<uint16_t> want(static_cast<size_t>(len) + 1);
       int64_t want_p = -1, want_q = -1;
