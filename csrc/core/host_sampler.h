@@ -73,8 +73,9 @@ inline void fill_row_slots(const RowPlan& plan, const CompactRow& row, int64_t b
     // run's first is the run before's last.
     int64_t t[kRun], pos_rank[kRun + 8], neg_rank[kRun + 8];
     int64_t pos_slots[2][kRun + 8], neg_slot[kRun + 8];
-    int64_t batch_pos[kRun / kBatch + 1];  // each batch's first positive (and negative) in the run
-    int64_t batch_neg[kRun / kBatch + 1];
+    // Each batch's first positive in the run (its first negative: the
+    // run's slots before it, j * kBatch, less that).
+    int64_t batch_pos[kRun / kBatch + 1];
     int64_t start[kBatch];  // each pick's chunk start (positives, then negatives)
     int cur = 0;
     [[maybe_unused]] const int64_t* pending_pos = nullptr;  // the positives of [pending, b0)
@@ -88,25 +89,24 @@ inline void fill_row_slots(const RowPlan& plan, const CompactRow& row, int64_t b
       for (int64_t i = 0; i < run; i += kBatch, ++batches) {
         const int64_t count = std::min(kBatch, run - i);
         batch_pos[batches] = np;
-        batch_neg[batches] = nn;
         const int64_t p = split_slots(t + i, count, r0 + i, num_pos, pos_rank + np, pos_slot + np,
                                       neg_rank + nn, neg_slot + nn, path);
         np += p;
         nn += count - p;
       }
       batch_pos[batches] = np;
-      batch_neg[batches] = nn;
       if (plan.pick_positives) positives.apply(pos_rank, np);
       if (plan.pick_negatives) negatives.apply(neg_rank, nn);
       for (int64_t j = 0; j < batches; ++j) {
         const int64_t b0 = r0 + j * kBatch;
         const int64_t count = std::min(kBatch, valid_end - b0);
+        const int64_t first_neg = j * kBatch - batch_pos[j];
         int64_t* pr = pos_rank + batch_pos[j];
-        int64_t* nr = neg_rank + batch_neg[j];
+        int64_t* nr = neg_rank + first_neg;
         const int64_t* ps = pos_slot + batch_pos[j];
-        const int64_t* ns = neg_slot + batch_neg[j];
+        const int64_t* ns = neg_slot + first_neg;
         const int64_t bp = batch_pos[j + 1] - batch_pos[j];
-        const int64_t bn = batch_neg[j + 1] - batch_neg[j];
+        const int64_t bn = count - bp;
         // Ranks to indices in two passes: every workspace entry located and
         // prefetched, then read (random reads of a workspace beyond the L1
         // cache, in flight together rather than one after another).
