@@ -248,23 +248,6 @@ inline int64_t row_offset(const at::Tensor& labels, int64_t r) {
   return row_offset(labels, labels.dim() - 1, r);
 }
 
-// A fused balanced sampler whose rows' labels span more than this many
-// bytes reads them by class (RowGather::by_class): a negative's label is the
-// negative label, never read, and a positive's is requested a batch of
-// slots ahead, as its feature row is. Such labels come from memory rather
-// than the caches, one random read per slot besides the feature row's: at
-// one row of 1e6 int64 labels (8 MB) reading them by class took the call
-// 0.84x to 0.91x the time on one thread (docs/benchmarks.md). Smaller rows'
-// labels are likely still cached from the row's compaction (which comes
-// right before its slots, except where the rows are compacted in a phase
-// of their own), and each is read as its slot's row is copied: by class,
-// 32 rows of 1e5 (800 kB each) took 1.04x to 1.06x. About the L2 cache of
-// one core. The tests' rows beyond the cache
-// (tests/python/gather/test_fused.py) are sized at twice this. The
-// balanced sampler's thread split (ThreadSplit, balanced_sample_cpu.h)
-// compacts rows beyond it once, in a phase shared by the threads.
-constexpr int64_t kCachedLabelBytes = int64_t{1} << 20;
-
 // A fused gather's part in one row (the gather argument of
 // core::fill_row_slots): the row's feature rows and labels, and its slots'
 // outputs (each pointer at the row's slot 0). Sampler indices are always in
@@ -277,8 +260,17 @@ struct RowGather {
   int64_t bytes;         // per feature row
   const T* labels;       // the row's first label
   int64_t label_stride;
-  // The balanced sampler's labels by class (see kCachedLabelBytes): a
-  // positive's read, a negative's known (negative_value, as int64).
+  // The balanced sampler's labels by class: a negative's label is the
+  // negative label (negative_value, as int64), written as its index is and
+  // never read; a positive's is requested into the L2 cache a batch of
+  // slots ahead, as its feature row is, and read after the batch's rows are
+  // copied. Half the random reads of labels, each requested a batch ahead
+  // rather than kGatherAhead slots: with the caches as other work leaves
+  // them (another sampler's call before each), one row of 1e5 int64 labels
+  // took 0.89x to 0.98x the time this way, one row of 1e4 to 5e4 0.96x to
+  // 1.01x, 32 rows of 1e4 0.95x to 0.98x (one and two threads, an Intel
+  // Xeon, 2026-12-05, docs/benchmarks.md). Other gathers read every label
+  // as its slot's row is copied.
   bool by_class;
   int64_t negative_value;
   int64_t n;
@@ -373,15 +365,9 @@ struct FusedCall {
 // r's RowGather.
 template <typename T, typename Copy>
 class FusedGather {
-  // Bytes from a row's first label to its last.
-  static int64_t label_span(const at::Tensor& labels) {
-    const int64_t n = labels.size(-1);
-    return n == 0 ? 0 : ((n - 1) * std::abs(labels.stride(-1)) + 1) * static_cast<int64_t>(sizeof(T));
-  }
-
  public:
   // by_class: a balanced sampler's call, whose negatives' label is
-  // negative_label (read by class where the labels are large).
+  // negative_label (its labels read by class: RowGather::by_class).
   FusedGather(const Copy& copy, FusedCall& call, const at::Tensor& labels, bool by_class = false,
               int64_t negative_label = 0)
       : copy_(&copy),
@@ -389,7 +375,7 @@ class FusedGather {
         labels_(labels),
         label_data_(static_cast<const T*>(labels.data_ptr())),
         row_bytes_(call.row_bytes),
-        by_class_(by_class && label_span(labels) > kCachedLabelBytes),
+        by_class_(by_class),
         negative_value_(std::is_same<T, bool>::value ? 0 : negative_label),
         n_(call.n),
         k_(call.k),

@@ -115,15 +115,16 @@ def test_label_dtypes(kind, dtype):
         assert torch.equal(l[v], labels.to(torch.int64).gather(-1, idx.clamp_min(0))[v])
 
 
-# A negative's gathered label is the negative label: where a row's labels
-# span more than 1 MiB the balanced CPU kernel reads only the positives'
-# labels and writes the negatives' (cpu/common.h, kCachedLabelBytes); below,
-# it reads every label. Rows below: every label dtype, negative labels that
-# its values reach and that they cannot (above the dtype's range: no item is
-# negative). Rows beyond (twice the limit): 64-, 32-bit and bool labels, a
-# strided row, one to three rows. Both: rows of several batches of slots
-# (256) with a last partial batch, invalid slots after the valid ones, one
-# thread and two.
+# A negative's gathered label is the negative label: the balanced CPU kernel
+# reads only the positives' labels and writes the negatives'
+# (RowGather::by_class, cpu/common.h). Rows whose labels are taken to be
+# cached (up to 1 MiB, kCachedLabelBytes in cpu/balanced_sample_cpu.h): every
+# label dtype, negative labels that its values reach and that they cannot
+# (above the dtype's range: no item is negative). Rows beyond (twice the
+# limit, compacted in a phase of their own on two threads): 64-, 32-bit and
+# bool labels, a strided row, one to three rows. Both: rows of several
+# batches of slots (256) with a last partial batch, invalid slots after the
+# valid ones, one thread and two.
 def check_negative_labels(labels, negative_label, Ks):
     gen = torch.Generator().manual_seed(5)
     features = torch.randn(labels.shape + (3,), generator=gen)
