@@ -268,7 +268,7 @@ struct RowGather {
   // rather than kGatherAhead slots: with the caches as other work leaves
   // them (another sampler's call before each), one row of 1e5 int64 labels
   // took 0.89x to 0.98x the time this way, one row of 1e4 to 5e4 0.96x to
-  // 1.01x, 32 rows of 1e4 0.95x to 0.98x (one and two threads, an Intel
+  // 1.01x, 32 rows of 1e4 0.95x to 0.99x (one and two threads, an Intel
   // Xeon, 2026-12-05, docs/benchmarks.md). Other gathers read every label
   // as its slot's row is copied.
   bool by_class;
