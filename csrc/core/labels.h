@@ -31,5 +31,12 @@ SYNCFREE_HD void classify(T label, int64_t negative_label, bool* positive, bool*
   }
 }
 
+// A negative's label as an int64 output holds it: negative_label, or 0
+// (false) for bool labels.
+template <typename T>
+SYNCFREE_HD int64_t negative_value(int64_t negative_label) {
+  return std::is_same<T, bool>::value ? 0 : negative_label;
+}
+
 }  // namespace core
 }  // namespace syncfree

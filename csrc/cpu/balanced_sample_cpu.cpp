@@ -236,7 +236,7 @@ SampleGatherOutputs balanced_sample_gather_cpu(
   SYNCFREE_DISPATCH_LABEL_TYPES(labels.scalar_type(), "balanced_sample_gather_cpu", [&] {
     const scalar_t* data = static_cast<const scalar_t*>(labels.data_ptr());
     with_row_copy(call.row_bytes, [&](auto copy) {
-      const FusedGather<scalar_t, decltype(copy)> gather(copy, call, labels, /*by_class=*/true,
+      const FusedGather<scalar_t, decltype(copy)> gather(copy, call, labels,
                                                           params.negative_label);
       sample_rows(labels, data, params, split, *workspace, call.rows, call.n, call.indices(),
                   call.valid(), [&](int64_t r) { return gather.row(r); });

@@ -42,13 +42,13 @@ constexpr size_t kScratchBytes = size_t{16} << 20;
 // balanced_sample alone 0.70x to 0.81x (2026-12-04, docs/benchmarks.md).
 constexpr int64_t kSharedSlotWork = 32;
 
-// Rows of labels up to this many bytes are taken to be cached when their
-// slots are filled (about the L2 cache of one core): a row's compaction
-// comes right before its slots, except where the rows are compacted in a
-// phase of their own. Rows beyond it come from memory, and the thread split
-// (ThreadSplit below) compacts them once, in a phase shared by the threads.
-// The tests' rows beyond the cache (tests/python/gather/test_fused.py) are
-// sized at twice this.
+// Rows of labels up to this many bytes are taken to be cached (about the
+// L2 cache of one core): where a few rows' slots are split over the
+// threads, each task may compact such a row itself (ThreadSplit::kOwnRows
+// below). A row beyond it comes from memory, and every task that compacted
+// it would read all of it: it is compacted once, in a phase shared by the
+// threads. The tests' rows beyond the cache
+// (tests/python/gather/test_fused.py) are sized at twice this.
 constexpr int64_t kCachedLabelBytes = int64_t{1} << 20;
 
 // How sample_rows shares rows x n labels and k slots per row among the

@@ -17,12 +17,12 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <type_traits>
 #include <utility>
 
+#include "core/labels.h"           // negative_value
 #include "core/platform.h"         // prefetch
 #include "ops/common.h"            // check_generator_device
 #include "ops/gather_sampled.h"    // SampleGatherOutputs
@@ -260,18 +260,9 @@ struct RowGather {
   int64_t bytes;         // per feature row
   const T* labels;       // the row's first label
   int64_t label_stride;
-  // The balanced sampler's labels by class: a negative's label is the
-  // negative label (negative_value, as int64), written as its index is and
-  // never read; a positive's is requested into the L2 cache a batch of
-  // slots ahead, as its feature row is, and read after the batch's rows are
-  // copied. Half the random reads of labels, each requested a batch ahead
-  // rather than kGatherAhead slots: with the caches as other work leaves
-  // them (another sampler's call before each), one row of 1e5 int64 labels
-  // took 0.89x to 0.98x the time this way, one row of 1e4 to 5e4 0.96x to
-  // 1.01x, 32 rows of 1e4 0.95x to 0.99x (one and two threads, an Intel
-  // Xeon, 2026-12-05, docs/benchmarks.md). Other gathers read every label
-  // as its slot's row is copied.
-  bool by_class;
+  // A negative's label as the balanced sampler outputs it (int64; the
+  // five-argument gather below). The stratified sampler, which gathers each
+  // row after sampling it (the two-argument gather), leaves it unused.
   int64_t negative_value;
   int64_t n;
   const int64_t* indices;
@@ -282,26 +273,38 @@ struct RowGather {
   // Requests item i's feature row (its first 64 bytes) into the L2 cache,
   // ahead of the gather.
   void prefetch_row(int64_t i) const { core::prefetch_l2(features + i * bytes); }
-  // A batch's slots by class, as their indices are written: with
-  // by_class, the positives' labels are requested and the negatives'
-  // written.
+  // The balanced sampler reads its labels by class. A batch's slots by
+  // class, as their indices are written: a negative's label is the
+  // negative label, written now and never read; a positive's is requested
+  // into the L2 cache, a batch of slots ahead, as its feature row is, and
+  // read after the batch's rows are copied (the five-argument gather). The
+  // negatives' share of the random label reads is saved, and the rest are
+  // requested a batch ahead rather than kGatherAhead slots: with the caches
+  // as other work leaves them (another sampler's call before each), one row
+  // of 1e5 int64 labels took 0.89x to 0.98x the time this way, one row of
+  // 1e4 to 5e4 0.96x to 1.01x, 32 rows of 1e4 0.95x to 0.99x (one and two
+  // threads, half the slots negative, an Intel Xeon, 2026-12-05,
+  // docs/benchmarks.md). Rows up to 1 MiB of labels used to read every
+  // label as its row was copied: on an AMD EPYC, reading 32 rows of 1e5 by
+  // class had taken 1.04x to 1.06x the time (2026-12-04, calls back to
+  // back; not measured again). Other gathers read every label as its
+  // slot's row is copied.
   void classes(const int64_t* pos_slots, int64_t np, const int64_t* neg_slots,
                int64_t nn) const {
-    if (!by_class) return;
     for (int64_t i = 0; i < np; ++i)
       core::prefetch_l2(labels + indices[pos_slots[i]] * label_stride);
     for (int64_t i = 0; i < nn; ++i) out_labels[neg_slots[i]] = negative_value;
   }
   // Valid slots [first, last), the np positives among them pos_slots: every
-  // feature row, and every label (with by_class, the positives' only); the
-  // feature rows of the `ahead` slots after them requested as they go.
+  // feature row, and the positives' labels (classes() wrote the
+  // negatives'); the feature rows of the `ahead` slots after them requested
+  // as they go.
   void operator()(int64_t first, int64_t last, const int64_t* pos_slots, int64_t np,
                   int64_t ahead) const {
     int64_t unused;
     gather_slots(*copy, features, bytes, labels, label_stride, n, indices + first, valid + first,
                  last - first, out_features + first * bytes, out_labels + first, &unused,
-                 /*read_labels=*/!by_class, indices + last, ahead);
-    if (!by_class) return;
+                 /*read_labels=*/false, indices + last, ahead);
     for (int64_t i = 0; i < np; ++i) {
       const int64_t s = pos_slots[i];
       out_labels[s] = static_cast<int64_t>(labels[indices[s] * label_stride]);
@@ -366,17 +369,15 @@ struct FusedCall {
 template <typename T, typename Copy>
 class FusedGather {
  public:
-  // by_class: a balanced sampler's call, whose negatives' label is
-  // negative_label (its labels read by class: RowGather::by_class).
-  FusedGather(const Copy& copy, FusedCall& call, const at::Tensor& labels, bool by_class = false,
+  // negative_label: a balanced sampler's (RowGather::negative_value).
+  FusedGather(const Copy& copy, FusedCall& call, const at::Tensor& labels,
               int64_t negative_label = 0)
       : copy_(&copy),
         features_(static_cast<const char*>(call.features.data_ptr())),
         labels_(labels),
         label_data_(static_cast<const T*>(labels.data_ptr())),
         row_bytes_(call.row_bytes),
-        by_class_(by_class),
-        negative_value_(std::is_same<T, bool>::value ? 0 : negative_label),
+        negative_value_(core::negative_value<T>(negative_label)),
         n_(call.n),
         k_(call.k),
         out_features_(static_cast<char*>(std::get<0>(call.out).data_ptr())),
@@ -390,7 +391,6 @@ class FusedGather {
             row_bytes_,
             label_data_ + row_offset(labels_, r),
             labels_.stride(-1),
-            by_class_,
             negative_value_,
             n_,
             indices_ + r * k_,
@@ -405,7 +405,6 @@ class FusedGather {
   const at::Tensor& labels_;
   const T* label_data_;
   int64_t row_bytes_;
-  bool by_class_;
   int64_t negative_value_;
   int64_t n_;
   int64_t k_;

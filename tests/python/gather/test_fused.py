@@ -117,14 +117,15 @@ def test_label_dtypes(kind, dtype):
 
 # A negative's gathered label is the negative label: the balanced CPU kernel
 # reads only the positives' labels and writes the negatives'
-# (RowGather::by_class, cpu/common.h). Rows whose labels are taken to be
+# (RowGather::classes, cpu/common.h). Rows whose labels are taken to be
 # cached (up to 1 MiB, kCachedLabelBytes in cpu/balanced_sample_cpu.h): every
 # label dtype, negative labels that its values reach and that they cannot
 # (above the dtype's range: no item is negative). Rows beyond (twice the
-# limit, compacted in a phase of their own on two threads): 64-, 32-bit and
-# bool labels, a strided row, one to three rows. Both: rows of several
-# batches of slots (256) with a last partial batch, invalid slots after the
-# valid ones, one thread and two.
+# limit, several chunks each; on two threads, two rows run whole, and one
+# row or three are compacted in a phase of their own): 64-, 32-bit and bool
+# labels, a strided row, one to three rows. Both: rows of several batches of
+# slots (256) with a last partial batch, invalid slots after the valid ones,
+# one thread and two.
 def check_negative_labels(labels, negative_label, Ks):
     gen = torch.Generator().manual_seed(5)
     features = torch.randn(labels.shape + (3,), generator=gen)
@@ -174,7 +175,7 @@ def test_negative_labels_of_rows_beyond_the_cache(dtype, n, negative_label):
         check_negative_labels(labels[0], negative_label, ((n + 5, True),))
         three = labels_with_negatives(dtype, (3, n), negative_label, gen)
         check_negative_labels(three, negative_label, ((2000, True),))
-        # A strided row spans its stride: 135,000 int64 labels every other one.
+        # A strided row: 135,000 int64 labels (1.08 MB) every other one.
         strided = labels_with_negatives(dtype, (2, n), negative_label, gen)[:, ::2]
         check_negative_labels(strided, negative_label, ((2999, True),))
 
