@@ -31,8 +31,10 @@ SYNCFREE_HD void classify(T label, int64_t negative_label, bool* positive, bool*
   }
 }
 
-// A negative's label as an int64 output holds it: negative_label, or 0
-// (false) for bool labels.
+// A negative's label: negative_label, or 0 (false) for bool labels. As an
+// int64 output holds it (the fused gather), and, cast to the label type, as
+// the compaction's vector paths compare labels with it (LabelMatch, where
+// no label can equal a negative_label beyond the type's range).
 template <typename T>
 SYNCFREE_HD int64_t negative_value(int64_t negative_label) {
   return std::is_same<T, bool>::value ? 0 : negative_label;

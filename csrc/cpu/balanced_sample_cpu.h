@@ -42,13 +42,17 @@ constexpr size_t kScratchBytes = size_t{16} << 20;
 // balanced_sample alone 0.70x to 0.81x (2026-12-04, docs/benchmarks.md).
 constexpr int64_t kSharedSlotWork = 32;
 
-// Rows of labels up to this many bytes are taken to be cached (about the
-// L2 cache of one core): where a few rows' slots are split over the
-// threads, each task may compact such a row itself (ThreadSplit::kOwnRows
-// below). A row beyond it comes from memory, and every task that compacted
-// it would read all of it: it is compacted once, in a phase shared by the
-// threads. The tests' rows beyond the cache
-// (tests/python/gather/test_fused.py) are sized at twice this.
+// Rows of labels up to this many bytes (about the L2 cache of one core)
+// may be compacted by every task that fills some of their slots, where a
+// few rows' slots are split over the threads (ThreadSplit::kOwnRows
+// below): at one row of 2e4 to 1e5 on two threads that took 0.92x to
+// 1.02x the time of a phase shared by the threads (an Intel Xeon,
+// 2026-12-05; 0.79x to 0.94x at rows of 1e5 and 2e5 on an AMD EPYC,
+// 2026-12-04; docs/benchmarks.md). A row beyond it comes from memory, and
+// every task that compacted it would read all of it: it is compacted once,
+// in such a phase. The tests' rows beyond the cache
+// (tests/python/gather/test_fused.py) are sized at about twice this (the
+// strided one just over it).
 constexpr int64_t kCachedLabelBytes = int64_t{1} << 20;
 
 // How sample_rows shares rows x n labels and k slots per row among the

@@ -260,9 +260,9 @@ struct RowGather {
   int64_t bytes;         // per feature row
   const T* labels;       // the row's first label
   int64_t label_stride;
-  // A negative's label as the balanced sampler outputs it (int64; the
-  // five-argument gather below). The stratified sampler, which gathers each
-  // row after sampling it (the two-argument gather), leaves it unused.
+  // A negative's label as the balanced sampler outputs it (int64), which
+  // classes() writes. The stratified sampler, which gathers each row after
+  // sampling it (the two-argument gather), leaves it unused.
   int64_t negative_value;
   int64_t n;
   const int64_t* indices;
@@ -284,11 +284,12 @@ struct RowGather {
   // of 1e5 int64 labels took 0.89x to 0.98x the time this way, one row of
   // 1e4 to 5e4 0.96x to 1.01x, 32 rows of 1e4 0.95x to 0.99x (one and two
   // threads, half the slots negative, an Intel Xeon, 2026-12-05,
-  // docs/benchmarks.md). Rows up to 1 MiB of labels used to read every
-  // label as its row was copied: on an AMD EPYC, reading 32 rows of 1e5 by
-  // class had taken 1.04x to 1.06x the time (2026-12-04, calls back to
-  // back; not measured again). Other gathers read every label as its
-  // slot's row is copied.
+  // docs/benchmarks.md; two threads at 32 rows of 1e5: 0.90x). Rows up to
+  // 1 MiB of labels used to read every label as its row was copied: on an
+  // AMD EPYC, reading 32 rows of 1e5 by class had taken 1.04x to 1.06x the
+  // time (2026-12-04, after 64 MB written and back to back alike; not
+  // measured again). Other gathers read every label as its slot's row is
+  // copied.
   void classes(const int64_t* pos_slots, int64_t np, const int64_t* neg_slots,
                int64_t nn) const {
     for (int64_t i = 0; i < np; ++i)
