@@ -121,11 +121,11 @@ def test_label_dtypes(kind, dtype):
 # cached (up to 1 MiB, kCachedLabelBytes in cpu/balanced_sample_cpu.h): every
 # label dtype, negative labels that its values reach and that they cannot
 # (above the dtype's range: no item is negative). Rows beyond (about twice
-# the limit, several chunks each, the strided row just over it; on two threads, two rows run whole, and one
-# row or three are compacted in a phase of their own): 64-, 32-bit and bool
-# labels, a strided row, one to three rows. Both: rows of several batches of
-# slots (256) with a last partial batch, invalid slots after the valid ones,
-# one thread and two.
+# the limit, several chunks each, the strided row just over it; on two
+# threads, two rows run whole, and one row or three are compacted in a phase
+# of their own): 64-, 32-bit and bool labels, a strided row, one to three
+# rows. Both: rows of several batches of slots (256) with a last partial
+# batch, invalid slots after the valid ones, one thread and two.
 def check_negative_labels(labels, negative_label, Ks):
     gen = torch.Generator().manual_seed(5)
     features = torch.randn(labels.shape + (3,), generator=gen)
