@@ -1,7 +1,7 @@
 // The host's vector paths (AVX2, AVX-512, AVX-512 with VBMI2), chosen at run
 // time: the Feistel pass and the cycle walk of a Permutation, the balanced
 // sampler's chunk compaction (label_compaction.h; 32 labels at a time with
-// VBMI2), and (AVX-512 only) its split of a batch of
+// VBMI2) with, on request, the fold of its positives' labels, and (AVX-512 only) its split of a batch of
 // slots by class and their ranks' lookup in the compacted row
 // (host_sampler.h). Framework-free, not for device code.
 // Every path computes exactly what the scalar code does (Permutation::feistel,
@@ -446,6 +446,82 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) inline void class_
   }
 }
 
+// The positives' labels of the AVX-512 paths' groups, OR-ed into `any` and
+// AND-ed into `all` lane by lane in the label type's width, the other lanes
+// left as they are: a group's labels (in the L1 cache, just compared) read
+// again, 64 bytes at a time for 32- and 64-bit labels (a group holds a
+// whole number of such vectors), with masked loads for narrower ones (a
+// group of 16 or 32 may hold less than a vector: the lanes outside `pos`
+// are not read). `pos` holds the group's positives, one bit a label (count
+// 16 or 32 labels).
+template <typename T>
+__attribute__((target("avx512f,avx512bw"))) inline void add_positive_lanes_avx512(
+    const T* labels, uint32_t pos, int count, __m512i* any, __m512i* all) {
+  constexpr int kLanes = 64 / static_cast<int>(sizeof(T));
+  for (int v = 0; v * kLanes < count; ++v) {
+    const void* at = labels + v * kLanes;
+    if constexpr (sizeof(T) == 8) {
+      const __mmask8 m = static_cast<__mmask8>(pos >> (8 * v));
+      const __m512i a = _mm512_loadu_si512(at);
+      *any = _mm512_mask_or_epi64(*any, m, *any, a);
+      *all = _mm512_mask_and_epi64(*all, m, *all, a);
+    } else if constexpr (sizeof(T) == 4) {
+      const __mmask16 m = static_cast<__mmask16>(pos >> (16 * v));
+      const __m512i a = _mm512_loadu_si512(at);
+      *any = _mm512_mask_or_epi32(*any, m, *any, a);
+      *all = _mm512_mask_and_epi32(*all, m, *all, a);
+    } else if constexpr (sizeof(T) == 2) {
+      *any = _mm512_or_si512(*any, _mm512_maskz_loadu_epi16(pos, at));
+      *all = _mm512_and_si512(*all, _mm512_mask_loadu_epi16(_mm512_set1_epi64(-1), pos, at));
+    } else {
+      *any = _mm512_or_si512(*any, _mm512_maskz_loadu_epi8(pos, at));
+      *all = _mm512_and_si512(*all, _mm512_mask_loadu_epi8(_mm512_set1_epi64(-1), pos, at));
+    }
+  }
+}
+
+// The lanes of `any` and `all` (lanes of W bytes, each label cast to its
+// type's width: W = sizeof(T), or 4 for narrower labels widened with their
+// own extension) folded into a PositiveBits; `positives` is how many labels
+// they took (none: the empty fold).
+template <typename T, int W>
+inline PositiveBits fold_positive_lanes(const void* any, const void* all, int bytes,
+                                        int64_t positives) {
+  PositiveBits bits;
+  if (positives == 0) return bits;
+  using U = std::conditional_t<W == 8, uint64_t,
+                               std::conditional_t<W == 4, uint32_t,
+                                                  std::conditional_t<W == 2, uint16_t, uint8_t>>>;
+  const U* a = static_cast<const U*>(any);
+  const U* b = static_cast<const U*>(all);
+  U or_bits = 0;
+  U and_bits = static_cast<U>(~U{0});
+  for (int j = 0; j < bytes / W; ++j) {
+    or_bits = static_cast<U>(or_bits | a[j]);
+    and_bits = static_cast<U>(and_bits & b[j]);
+  }
+  // Back to int64 as a gather casts the label: through the label type, or,
+  // for a narrow label widened to 32 bits, through int32 (the widening
+  // already extended it as its type does).
+  using Lane = std::conditional_t<W == static_cast<int>(sizeof(T)), T, int32_t>;
+  bits.any = static_cast<int64_t>(static_cast<Lane>(or_bits));
+  bits.all = static_cast<int64_t>(static_cast<Lane>(and_bits));
+  return bits;
+}
+
+// add_positive_lanes_avx512's accumulators, folded (fold_positive_lanes)
+// and added to *bits.
+template <typename T>
+__attribute__((target("avx512f"))) inline void merge_positive_lanes_avx512(__m512i any,
+                                                                           __m512i all,
+                                                                           int64_t positives,
+                                                                           PositiveBits* bits) {
+  alignas(64) uint8_t a[64], b[64];
+  _mm512_store_si512(a, any);
+  _mm512_store_si512(b, all);
+  bits->merge(fold_positive_lanes<T, static_cast<int>(sizeof(T))>(a, b, 64, positives));
+}
+
 // compact_chunk for contiguous labels with AVX-512 (F, BW,
 // VL, DQ), 16 labels at a time: class_masks_16 gives each class's 16-bit mask;
 // vpcompressd packs the class's offsets, which go to the front (positives)
@@ -455,10 +531,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq"))) inline void class_
 template <typename T>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,popcnt"))) inline void compact_chunk_avx512(
     const T* labels, int64_t len, int64_t negative_label, uint16_t* work, int64_t* num_pos,
-    int64_t* num_neg) {
+    int64_t* num_neg, PositiveBits* bits) {
   const LabelMatch<T> match(negative_label);
   int64_t p = 0;
   int64_t q = 0;
+  __m512i any = _mm512_setzero_si512();
+  __m512i all = _mm512_set1_epi64(-1);
   const __m512i iota = _mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
   const __m512i reverse = _mm512_set_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   int64_t i = 0;
@@ -477,10 +555,12 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,popcnt"))) inline void
     const __m256i back = _mm512_cvtepi32_epi16(
         _mm512_permutexvar_epi32(reverse, _mm512_maskz_compress_epi32(neg, offsets)));
     _mm256_mask_storeu_epi16(work + len - 16 - q, static_cast<__mmask16>(0xFFFF0000u >> nn), back);
+    if (bits) add_positive_lanes_avx512(labels + i, pos, 16, &any, &all);
     p += np;
     q += nn;
   }
-  compact_labels(labels, 1, i, len, negative_label, work, p, q);  // the tail
+  if (bits) merge_positive_lanes_avx512<T>(any, all, p, bits);
+  compact_labels(labels, 1, i, len, negative_label, work, p, q, bits);  // the tail
   *num_pos = p;
   *num_neg = q;
 }
@@ -498,7 +578,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,popcnt"))) inline void
 template <typename T>
 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi2,popcnt"))) inline void
 compact_chunk_avx512_vbmi2(const T* labels, int64_t len, int64_t negative_label, uint16_t* work,
-                           int64_t* num_pos, int64_t* num_neg) {
+                           int64_t* num_pos, int64_t* num_neg, PositiveBits* bits) {
   const LabelMatch<T> match(negative_label);
   alignas(64) static constexpr uint16_t kIota[32] = {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
                                                      11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 21,
@@ -510,6 +590,8 @@ compact_chunk_avx512_vbmi2(const T* labels, int64_t len, int64_t negative_label,
   const __m512i reverse = _mm512_load_si512(kReverse);
   int64_t p = 0;
   int64_t q = 0;
+  __m512i any = _mm512_setzero_si512();
+  __m512i all = _mm512_set1_epi64(-1);
   int64_t i = 0;
   for (; i + 32 <= len; i += 32) {
     request_labels_ahead(labels + i, 32);
@@ -533,10 +615,12 @@ compact_chunk_avx512_vbmi2(const T* labels, int64_t len, int64_t negative_label,
       _mm512_mask_storeu_epi16(work + len - 32 - q,
                                static_cast<__mmask32>(~((uint64_t{1} << (32 - nn)) - 1)), back);
     }
+    if (bits) add_positive_lanes_avx512(labels + i, pos, 32, &any, &all);
     p += np;
     q += nn;
   }
-  compact_labels(labels, 1, i, len, negative_label, work, p, q);  // the tail
+  if (bits) merge_positive_lanes_avx512<T>(any, all, p, bits);
+  compact_labels(labels, 1, i, len, negative_label, work, p, q, bits);  // the tail
   *num_pos = p;
   *num_neg = q;
 }
@@ -616,6 +700,57 @@ __attribute__((target("avx2"))) inline void class_masks_8(const T* labels, const
   *kept = ge;
 }
 
+// any |= a and all &= a in the lanes that m sets (all ones), with AVX2.
+__attribute__((target("avx2"))) inline void fold_lanes_avx2(__m256i a, __m256i m, __m256i* any,
+                                                            __m256i* all) {
+  *any = _mm256_or_si256(*any, _mm256_and_si256(a, m));
+  *all = _mm256_and_si256(*all, _mm256_or_si256(a, _mm256_xor_si256(m, _mm256_set1_epi64x(-1))));
+}
+
+// The positives' labels of an AVX2 group of 8 (`pos`: one bit a label),
+// OR-ed into `any` and AND-ed into `all` lane by lane: 64-bit lanes for
+// 8-byte labels, else 32-bit lanes, narrower labels widened with their
+// own extension (sign for signed types, zero for the others). A lane's
+// mask comes from its bit of `pos`.
+template <typename T>
+__attribute__((target("avx2"))) inline void add_positive_lanes_avx2(const T* labels, int pos,
+                                                                    __m256i* any, __m256i* all) {
+  if constexpr (sizeof(T) == 8) {
+    const __m256i bit = _mm256_set_epi64x(8, 4, 2, 1);
+    for (int v = 0; v < 2; ++v) {
+      const __m256i sel = _mm256_and_si256(_mm256_set1_epi64x(pos >> (4 * v)), bit);
+      fold_lanes_avx2(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels + 4 * v)),
+                      _mm256_cmpeq_epi64(sel, bit), any, all);
+    }
+  } else {
+    __m256i a;
+    if constexpr (sizeof(T) == 4) {
+      a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(labels));
+    } else if constexpr (sizeof(T) == 2) {
+      const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(labels));
+      a = std::is_signed<T>::value ? _mm256_cvtepi16_epi32(h) : _mm256_cvtepu16_epi32(h);
+    } else {
+      const __m128i h = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(labels));
+      a = std::is_signed<T>::value ? _mm256_cvtepi8_epi32(h) : _mm256_cvtepu8_epi32(h);
+    }
+    const __m256i bit = _mm256_set_epi32(128, 64, 32, 16, 8, 4, 2, 1);
+    fold_lanes_avx2(a, _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_set1_epi32(pos), bit), bit), any,
+                    all);
+  }
+}
+
+// add_positive_lanes_avx2's accumulators, folded (fold_positive_lanes) and
+// added to *bits.
+template <typename T>
+__attribute__((target("avx2"))) inline void merge_positive_lanes_avx2(__m256i any, __m256i all,
+                                                                      int64_t positives,
+                                                                      PositiveBits* bits) {
+  alignas(32) uint8_t a[32], b[32];
+  _mm256_store_si256(reinterpret_cast<__m256i*>(a), any);
+  _mm256_store_si256(reinterpret_cast<__m256i*>(b), all);
+  bits->merge(fold_positive_lanes<T, sizeof(T) == 8 ? 8 : 4>(a, b, 32, positives));
+}
+
 // compact_chunk for contiguous labels with AVX2, 8 labels at a
 // time: class_masks_8 gives each class's 8-bit mask; a byte shuffle packs
 // the class's 16-bit offsets, which go to the front (positives) or, packed
@@ -629,11 +764,13 @@ __attribute__((target("avx2"))) inline void class_masks_8(const T* labels, const
 template <typename T>
 __attribute__((target("avx2,popcnt"))) inline void compact_chunk_avx2(
     const T* labels, int64_t len, int64_t negative_label, uint16_t* work, int64_t* num_pos,
-    int64_t* num_neg) {
+    int64_t* num_neg, PositiveBits* bits) {
   const LabelMatch<T> match(negative_label);
   const PackTables& tables = pack_tables();
   int64_t p = 0;
   int64_t q = 0;
+  __m256i any = _mm256_setzero_si256();
+  __m256i all = _mm256_set1_epi64x(-1);
   const __m128i iota = _mm_set_epi16(7, 6, 5, 4, 3, 2, 1, 0);
   int64_t i = 0;
   for (; i + 16 <= len; i += 8) {
@@ -648,37 +785,41 @@ __attribute__((target("avx2,popcnt"))) inline void compact_chunk_avx2(
     const __m128i front = _mm_shuffle_epi8(
         offsets, _mm_load_si128(reinterpret_cast<const __m128i*>(tables.front[pos])));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(work + p), front);
+    if (bits) add_positive_lanes_avx2(labels + i, pos, &any, &all);
     p += __builtin_popcount(static_cast<unsigned>(pos));
     q += __builtin_popcount(static_cast<unsigned>(neg));
   }
-  compact_labels(labels, 1, i, len, negative_label, work, p, q);  // the tail
+  if (bits) merge_positive_lanes_avx2<T>(any, all, p, bits);
+  compact_labels(labels, 1, i, len, negative_label, work, p, q, bits);  // the tail
   *num_pos = p;
   *num_neg = q;
 }
 #endif
 
-// compact_chunk (the same workspace entries and counts), with AVX-512 or
-// AVX2 for contiguous labels (every label type) where the path allows.
+// compact_chunk (the same workspace entries and counts, and the same fold
+// of the positives' labels into *bits, unless null), with AVX-512 or AVX2
+// for contiguous labels (every label type) where the path allows.
 template <typename T>
 inline void compact_chunk_host(const T* labels, int64_t stride, int64_t len,
                                int64_t negative_label, uint16_t* work, int64_t* num_pos,
-                               int64_t* num_neg, SimdPath path = simd_path()) {
+                               int64_t* num_neg, SimdPath path = simd_path(),
+                               PositiveBits* bits = nullptr) {
   static_assert(std::is_integral<T>::value, "labels are bool or integers");
   {
     const bool vector = stride == 1;
 #ifdef SYNCFREE_HAVE_AVX512_PATH
     if (vector && path >= SimdPath::kAvx512Vbmi2)
-      return compact_chunk_avx512_vbmi2(labels, len, negative_label, work, num_pos, num_neg);
+      return compact_chunk_avx512_vbmi2(labels, len, negative_label, work, num_pos, num_neg, bits);
     if (vector && path >= SimdPath::kAvx512)
-      return compact_chunk_avx512(labels, len, negative_label, work, num_pos, num_neg);
+      return compact_chunk_avx512(labels, len, negative_label, work, num_pos, num_neg, bits);
 #endif
 #ifdef SYNCFREE_HAVE_AVX2_PATH
     if (vector && path == SimdPath::kAvx2)
-      return compact_chunk_avx2(labels, len, negative_label, work, num_pos, num_neg);
+      return compact_chunk_avx2(labels, len, negative_label, work, num_pos, num_neg, bits);
 #endif
     (void)vector;
   }
-  compact_chunk(labels, stride, len, negative_label, work, num_pos, num_neg);
+  compact_chunk(labels, stride, len, negative_label, work, num_pos, num_neg, bits);
 }
 
 // values[i] = perm.feistel(values[i]) for i < count, on the given path.

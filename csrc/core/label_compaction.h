@@ -14,6 +14,11 @@
 // an index with one binary search over the chunks and one workspace read.
 // The mapping is exact and order-preserving, so it does not depend on the
 // chunk size: every backend that maps ranks in index order agrees.
+//
+// The host compaction can also fold the positives' labels into their OR and
+// AND (PositiveBits): where the two agree, every positive of the row carries
+// that one label, and a fused gather writes it rather than reading each
+// sampled positive's label (cpu/common.h).
 #pragma once
 
 #include <cstdint>
@@ -28,14 +33,40 @@ constexpr int64_t kChunk = int64_t{1} << 16;
 
 SYNCFREE_HD int64_t num_chunks(int64_t n, int64_t chunk = kChunk) { return (n + chunk - 1) / chunk; }
 
+// The positives' labels of a chunk or a row, each as int64 (as a gather
+// outputs it: static_cast<int64_t> of the label), folded into their OR
+// (`any`) and AND (`all`): 0 and -1 when there is none. Every positive
+// carries one and the same label exactly when any == all (a bit set in one
+// positive's label and clear in another's is set in `any`, clear in
+// `all`); that label is then `any`. Casting a label to int64 extends it the
+// same way whatever its bits (sign or zero), so the OR and AND of the cast
+// labels are the cast of the OR and AND taken in the label type.
+struct PositiveBits {
+  int64_t any = 0;
+  int64_t all = -1;
+  SYNCFREE_HD void add(int64_t label, bool positive) {  // branch-free
+    any |= positive ? label : 0;
+    all &= positive ? label : -1;
+  }
+  SYNCFREE_HD void merge(const PositiveBits& other) {
+    any |= other.any;
+    all &= other.all;
+  }
+  // Whether the positives (at least one) all carry the label `any`.
+  SYNCFREE_HD bool one_label() const { return any == all; }
+};
+
 // Labels [begin, len) of a chunk (labels[i * stride]) into its workspace
 // work[0..len), after the p positives and q negatives of [0, begin): the
 // loop of compact_chunk, and the tail of the vector paths (host_simd.h).
-// p and q are updated.
+// p and q are updated, and the positives' labels added to *bits (unless
+// null).
 template <typename T>
 inline void compact_labels(const T* labels, int64_t stride, int64_t begin, int64_t len,
-                           int64_t negative_label, uint16_t* work, int64_t& p, int64_t& q) {
+                           int64_t negative_label, uint16_t* work, int64_t& p, int64_t& q,
+                           PositiveBits* bits = nullptr) {
   uint16_t* back = work + len - 1;
+  PositiveBits positives;
   // Branch-free: both writes always happen; a slot written by the wrong class
   // is overwritten later or lies outside the final [0, p) and [len-q, len).
   auto body = [&](int64_t i, T v) {
@@ -45,22 +76,26 @@ inline void compact_labels(const T* labels, int64_t stride, int64_t begin, int64
     back[-q] = static_cast<uint16_t>(i);
     p += pos;
     q += neg;
+    positives.add(static_cast<int64_t>(v), pos);
   };
   if (stride == 1) {
     for (int64_t i = begin; i < len; ++i) body(i, labels[i]);
   } else {
     for (int64_t i = begin; i < len; ++i) body(i, labels[i * stride]);
   }
+  if (bits) bits->merge(positives);
 }
 
 // Compacts labels[0], labels[stride], ..., labels[(len-1)*stride] (len <= kChunk)
-// into work[0..len) and returns the class counts of the chunk.
+// into work[0..len) and returns the class counts of the chunk (and adds its
+// positives' labels to *bits, unless null).
 template <typename T>
 inline void compact_chunk(const T* labels, int64_t stride, int64_t len, int64_t negative_label,
-                          uint16_t* work, int64_t* num_pos, int64_t* num_neg) {
+                          uint16_t* work, int64_t* num_pos, int64_t* num_neg,
+                          PositiveBits* bits = nullptr) {
   int64_t p = 0;
   int64_t q = 0;
-  compact_labels(labels, stride, 0, len, negative_label, work, p, q);
+  compact_labels(labels, stride, 0, len, negative_label, work, p, q, bits);
   *num_pos = p;
   *num_neg = q;
 }

@@ -38,7 +38,9 @@ namespace ops {
 namespace {
 
 // Workspace of one call: `copies` compacted rows of n labels (2 bytes per
-// label), then each class's per-row prefix sums (prefix_len each). One of
+// label), then each class's per-row prefix sums (prefix_len each), then
+// each row's PositiveBits (prefix_len each: the row's, then its chunks';
+// a fused gather's only). One of
 // up to kScratchBytes (copies * n up to about eight million labels) lives
 // in a buffer kept by the calling thread, grown to the largest such
 // workspace it has needed (no allocation per call; a call never re-enters
@@ -49,7 +51,8 @@ class Workspace {
   Workspace(const char* op, const at::Tensor& labels, int64_t copies, int64_t n,
             int64_t prefix_len) {
     const size_t work_bytes = (static_cast<size_t>(copies * n) * 2 + 7) / 8 * 8;
-    const size_t bytes = work_bytes + 2 * static_cast<size_t>(copies * prefix_len) * 8;
+    const size_t entries = static_cast<size_t>(copies * prefix_len);
+    const size_t bytes = work_bytes + entries * (2 * sizeof(int64_t) + sizeof(core::PositiveBits));
     const auto subject = [&] { return shape_subject("labels", labels); };
     char* base;
     if (bytes <= kScratchBytes) {
@@ -66,10 +69,12 @@ class Workspace {
     work = reinterpret_cast<uint16_t*>(base);
     pos_prefix = reinterpret_cast<int64_t*>(base + work_bytes);
     neg_prefix = pos_prefix + copies * prefix_len;
+    positives = reinterpret_cast<core::PositiveBits*>(neg_prefix + copies * prefix_len);
   }
   uint16_t* work;
   int64_t* pos_prefix;
   int64_t* neg_prefix;
+  core::PositiveBits* positives;
 
  private:
   at::Tensor owned_;
@@ -77,10 +82,12 @@ class Workspace {
 
 // The sampler's three steps over `rows` rows of n labels (data: labels'
 // elements, any strides), writing indices and valid [rows, k], the threads
-// sharing the work as `split` says. row_gather(r) is what
-// core::fill_row_slots does besides, in row r: the fused gather's RowGather
-// (each batch of slots gathered while its indices are in the cache, its
-// rows prefetched a batch ahead), or core::NoGather for balanced_sample.
+// sharing the work as `split` says. row_gather(r, positives) is what
+// core::fill_row_slots does besides, in row r, whose positives' labels
+// folded into `positives` (core::PositiveBits) when the call gathers: the
+// fused gather's RowGather (each batch of slots gathered while its indices
+// are in the cache, its rows prefetched a batch ahead), or core::NoGather
+// for balanced_sample.
 template <typename T, typename RowGatherOf>
 void sample_rows(const at::Tensor& labels, const T* data, const core::BalancedParams& params,
                  const ThreadSplit& split, const Workspace& ws, int64_t rows, int64_t n,
@@ -92,19 +99,33 @@ void sample_rows(const at::Tensor& labels, const T* data, const core::BalancedPa
   const int64_t negative_label = params.negative_label;
   const SlotBlocks& slots = split.slots;
   const int64_t blocks = slots.count;
+  // A fused gather's rows of labels beyond kFoldLabelBytes have their
+  // positives' labels folded as they are compacted.
+  constexpr bool gathers = decltype(row_gather(0, core::PositiveBits()))::kGathers;
+  const bool fold = gathers && n * static_cast<int64_t>(sizeof(T)) > kFoldLabelBytes;
 
   // Row r's chunk c, compacted into the workspace's row w.
   const auto compact_unit = [&](int64_t r, int64_t c, int64_t w) {
     const int64_t start = c * core::kChunk;
     const int64_t len = std::min(core::kChunk, n - start);
+    core::PositiveBits* bits = nullptr;
+    if (fold) {
+      bits = &ws.positives[w * prefix_len + c + 1];
+      *bits = core::PositiveBits();
+    }
     core::compact_chunk_host(data + row_offset(labels, r) + start * stride, stride, len,
                              negative_label, ws.work + w * n + start,
                              &ws.pos_prefix[w * prefix_len + c + 1],
-                             &ws.neg_prefix[w * prefix_len + c + 1]);
+                             &ws.neg_prefix[w * prefix_len + c + 1], core::simd_path(), bits);
   };
   const auto prefix_row = [&](int64_t w) {
     core::counts_to_prefix(ws.pos_prefix + w * prefix_len, chunks);
     core::counts_to_prefix(ws.neg_prefix + w * prefix_len, chunks);
+    if (fold) {
+      core::PositiveBits* bits = ws.positives + w * prefix_len;
+      bits[0] = core::PositiveBits();
+      for (int64_t c = 1; c <= chunks; ++c) bits[0].merge(bits[c]);
+    }
   };
   const auto compact_row = [&](int64_t r, int64_t w) {
     for (int64_t c = 0; c < chunks; ++c) compact_unit(r, c, w);
@@ -119,7 +140,7 @@ void sample_rows(const at::Tensor& labels, const T* data, const core::BalancedPa
     const int64_t first = slots.begin(k, b);
     const int64_t last = slots.end(k, b);
     core::fill_row_slots(plan, row, first, last, out_indices + r * k, out_valid + r * k,
-                         row_gather(r));
+                         row_gather(r, fold ? ws.positives[w * prefix_len] : core::PositiveBits()));
   };
 
   switch (split.kind) {
@@ -208,7 +229,7 @@ std::tuple<at::Tensor, at::Tensor> balanced_sample_cpu(const at::Tensor& labels,
   SYNCFREE_DISPATCH_LABEL_TYPES(labels.scalar_type(), "balanced_sample_cpu", [&] {
     sample_rows(labels, static_cast<const scalar_t*>(labels.data_ptr()), params, split,
                 *workspace, rows, n, out_indices, out_valid,
-                [](int64_t) { return core::NoGather(); });
+                [](int64_t, const core::PositiveBits&) { return core::NoGather(); });
   });
   return {indices, valid};
 }
@@ -239,7 +260,10 @@ SampleGatherOutputs balanced_sample_gather_cpu(
       const FusedGather<scalar_t, decltype(copy)> gather(copy, call, labels,
                                                           params.negative_label);
       sample_rows(labels, data, params, split, *workspace, call.rows, call.n, call.indices(),
-                  call.valid(), [&](int64_t r) { return gather.row(r); });
+                  call.valid(),
+                  [&](int64_t r, const core::PositiveBits& positives) {
+                    return gather.row(r, positives);
+                  });
     });
   });
   return call.take();

@@ -55,6 +55,23 @@ constexpr int64_t kSharedSlotWork = 32;
 // strided one just over it).
 constexpr int64_t kCachedLabelBytes = int64_t{1} << 20;
 
+// A fused gather's rows of labels beyond this many bytes have their
+// positives' labels folded (core::PositiveBits) as they are compacted, so
+// that where a row's positives all carry one label, the gather writes it
+// rather than reading each sampled positive's label (RowGather, cpu/common.h).
+// The fold costs the compaction a few vector instructions a group of labels
+// whatever the slots; the reads it saves are random and, where the row's
+// labels outgrow the L2 cache beside the gathered feature rows, misses.
+// With the caches as another sampler's call leaves them (an Intel Xeon,
+// 2026-12-05, docs/benchmarks.md; int64 labels 0 and 1, K = N / 10), one
+// row of 1e5 (800 KB) took 0.94x to 0.97x the time on one thread, 0.99x to
+// 1.00x on two, and one of 1e6 0.85x to 0.89x; folded, rows of 1e4 to 5e4
+// (80 to 400 KB) took 0.99x to 1.01x on one thread and up to 1.03x on two,
+// where each task compacts the row (ThreadSplit::kOwnRows). Rows whose
+// positives carry several labels (0, 1 and 2 at 1e5 and 1e6) took 0.98x
+// to 1.02x: the fold's cost was not measurable there.
+constexpr int64_t kFoldLabelBytes = int64_t{512} << 10;
+
 // How sample_rows shares rows x n labels and k slots per row among the
 // pool's threads, decided before the workspace is made (the number of
 // compacted rows it holds depends on it).

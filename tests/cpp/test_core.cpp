@@ -732,14 +732,20 @@ void check_compaction_on_every_path(uint64_t seed) {
   // every length up to 140 (ragged tails of 16 and of 32 labels, with full
   // and masked stores on the VBMI2 path), a few long ones, all one class,
   // none of either, negative labels other than 0, and labels at the type's
-  // limits (a signed type's minimum: only its sign bit set).
+  // limits (a signed type's minimum: only its sign bit set). Each path's
+  // fold of the positives' labels (PositiveBits) is their OR and AND, taken
+  // here label by label, also where the positives carry one label (modes 6
+  // and 7: 2, or the type's maximum) and where one positive, anywhere,
+  // differs from the others in its lowest bit (mode 7).
   std::mt19937_64 rng(seed);
   std::vector<int64_t> lengths;
   for (int64_t len = 0; len <= 140; ++len) lengths.push_back(len);
   for (int64_t len : {int64_t{1000}, int64_t{4099}, kChunk}) lengths.push_back(len);
   for (int64_t len : lengths) {
-    for (int mode = 0; mode < 6; ++mode) {
+    for (int mode = 0; mode < 8; ++mode) {
       const int64_t negative_label = mode == 4 ? 3 : 0;
+      const T one = std::is_same<T, bool>::value ? T(1)
+                    : len % 2 ? std::numeric_limits<T>::max() : static_cast<T>(2);
       // Exactly len labels (not std::vector, which packs bools): a path
       // that reads past them fails under the sanitizers.
       std::unique_ptr<T[]> labels(new T[static_cast<size_t>(len)]);
@@ -752,10 +758,43 @@ void check_compaction_on_every_path(uint64_t seed) {
           if (pick == 1) labels[j] = std::numeric_limits<T>::max();
           if (pick == 2) labels[j] = static_cast<T>(std::numeric_limits<T>::min() + 1);
         }
+        if (mode >= 6) {  // `one`, negative (0) or, for signed types, ignored (-1)
+          labels[j] = r >= 1 ? one : static_cast<T>(std::is_signed<T>::value ? std::min<int64_t>(r, 0) : 0);
+        }
+      }
+      if (mode == 7 && len > 0 && !std::is_same<T, bool>::value) {
+        const int64_t j = static_cast<int64_t>(rng() % static_cast<uint64_t>(len));
+        labels[j] = static_cast<T>(one ^ 1);  // still a positive: 3, or the maximum less 1
+      }
+      PositiveBits want_bits;
+      int64_t positives = 0;
+      bool one_label = true;
+      int64_t first = 0;
+      for (int64_t j = 0; j < len; ++j) {
+        bool pos, neg;
+        classify(labels[j], negative_label, &pos, &neg);
+        if (!pos) continue;
+        const int64_t v = static_cast<int64_t>(labels[j]);
+        want_bits.any |= v;
+        want_bits.all &= v;
+        if (positives++ == 0) first = v;
+        one_label = one_label && v == first;
+      }
+      one_label = one_label && positives > 0;
+      ASSERT_EQ(want_bits.one_label(), one_label) << "len " << len << ", mode " << mode;
+      if (one_label) {
+        ASSERT_EQ(want_bits.any, first);
+      }
+      if (mode == 6 && positives > 0) {
+        ASSERT_TRUE(one_label);
       }
       std::vector<uint16_t> want(static_cast<size_t>(len) + 1);
       int64_t want_p = -1, want_q = -1;
-      compact_chunk(labels.get(), 1, len, negative_label, want.data(), &want_p, &want_q);
+      PositiveBits scalar_bits;
+      compact_chunk(labels.get(), 1, len, negative_label, want.data(), &want_p, &want_q,
+                    &scalar_bits);
+      ASSERT_EQ(scalar_bits.any, want_bits.any) << "len " << len << ", mode " << mode;
+      ASSERT_EQ(scalar_bits.all, want_bits.all) << "len " << len << ", mode " << mode;
       // The chunk's workspace between two guards of 64 entries, which no path may write.
       constexpr int64_t kGuard = 64;
       constexpr uint16_t kSentinel = 0xBEEF;
@@ -767,6 +806,16 @@ void check_compaction_on_every_path(uint64_t seed) {
         compact_chunk_host(labels.get(), 1, len, negative_label, got, &p, &q, path);
         ASSERT_EQ(p, want_p) << "path " << static_cast<int>(path) << ", len " << len;
         ASSERT_EQ(q, want_q) << "path " << static_cast<int>(path) << ", len " << len;
+        // With the fold: the same entries, and the labels' OR and AND.
+        PositiveBits bits;
+        std::fill(buffer.begin(), buffer.end(), kSentinel);
+        compact_chunk_host(labels.get(), 1, len, negative_label, got, &p, &q, path, &bits);
+        ASSERT_EQ(p, want_p) << "path " << static_cast<int>(path) << ", len " << len;
+        ASSERT_EQ(q, want_q) << "path " << static_cast<int>(path) << ", len " << len;
+        ASSERT_EQ(bits.any, want_bits.any)
+            << "path " << static_cast<int>(path) << ", len " << len << ", mode " << mode;
+        ASSERT_EQ(bits.all, want_bits.all)
+            << "path " << static_cast<int>(path) << ", len " << len << ", mode " << mode;
         for (int64_t j = 0; j < p; ++j) ASSERT_EQ(got[j], want[static_cast<size_t>(j)]);
         for (int64_t j = len - q; j < len; ++j) ASSERT_EQ(got[j], want[static_cast<size_t>(j)]);
         for (int64_t j = 1; j <= kGuard; ++j) {

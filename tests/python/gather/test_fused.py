@@ -180,6 +180,69 @@ def test_negative_labels_of_rows_beyond_the_cache(dtype, n, negative_label):
         check_negative_labels(strided, negative_label, ((2999, True),))
 
 
+# Rows of labels beyond 512 KiB (kFoldLabelBytes, cpu/balanced_sample_cpu.h):
+# the balanced CPU kernel folds their positives' labels as it compacts them,
+# and where they are one label writes it rather than reading each sampled
+# positive's (RowGather::classes, cpu/common.h). One label, at the dtype's
+# extremes (its maximum, 2**40, uint64 above 2**63) or 1; the same rows with
+# one positive differing in one bit (so the labels must be read), in the
+# first chunk of 65536 labels, in the last, or last of all; three rows, only
+# the middle one differing; a strided row (the scalar compaction); one
+# thread and two.
+def as_int64(value):
+    """A label as an int64 holds it (uint64 above 2**63: its bits)."""
+    return value - 2**64 if value >= 2**63 else value
+
+
+def one_label_rows(dtype, shape, value, gen):
+    """Labels -1 (signed dtypes; else 0), 0 and `value`."""
+    base = torch.randint(-1 if dtype.is_signed else 0, 2, shape, generator=gen)
+    if dtype == torch.bool:
+        return base > 0
+    labels = torch.where(base > 0, torch.full((), as_int64(value)), base)
+    return labels.view(torch.uint64) if dtype == torch.uint64 else labels.to(dtype)
+
+
+def set_label(labels, at, value):
+    if labels.dtype == torch.uint64:
+        labels.view(torch.int64)[at] = as_int64(value)
+    else:
+        labels[at] = value
+
+
+@pytest.mark.parametrize("dtype, n, value", [
+    (torch.int64, 100_000, 2**40), (torch.int64, 70_000, 1), (torch.uint64, 70_000, 2**63 + 5),
+    (torch.int32, 140_000, 2**31 - 1), (torch.uint16, 300_000, 2**16 - 1), (torch.int16, 300_000, 7),
+    (torch.uint8, 600_000, 255), (torch.int8, 600_000, 127), (torch.bool, 600_000, 1)], ids=str)
+def test_rows_whose_positives_carry_one_label(dtype, n, value):
+    gen = torch.Generator().manual_seed(13)
+    threads = torch.get_num_threads()
+    try:
+        for t in (1, 2):
+            torch.set_num_threads(t)
+            labels = one_label_rows(dtype, (n,), value, gen)
+            features = torch.randn(n, 2, generator=gen)
+            (f, l, v), idx = check_fused("balanced", features, labels, n // 10, 0.5, seed=t)
+            positive = v & (labels.to(torch.int64)[idx.clamp_min(0)] != 0)  # valid: never -1
+            assert bool(positive.any()) and bool((l[positive] == as_int64(value)).all())
+            if dtype == torch.bool:
+                continue
+            other = value ^ 2  # one bit apart, still a positive
+            for at in (10, 65_536 + 5, n - 1):  # the first chunk, the second, the last label
+                differing = labels.clone()
+                set_label(differing, at, other)
+                # K = n: every positive sampled, the differing one included.
+                (f, l, v), idx = check_fused("balanced", features, differing, n, 0.5, seed=at)
+                assert int((l == as_int64(other)).sum()) == 1
+            three = one_label_rows(dtype, (3, n), value, gen)
+            set_label(three[1], n // 2, other)
+            check_fused("balanced", torch.randn(3, n, 2, generator=gen), three, 4001, 0.5, seed=t)
+            strided = one_label_rows(dtype, (2 * n,), value, gen)[::2]
+            check_fused("balanced", features, strided, 3001, 0.5, seed=t)
+    finally:
+        torch.set_num_threads(threads)
+
+
 # --- 2. feature dtypes and row widths: every copy path ---------------------------------
 
 # Row bytes for float32: 0, 4, 4, 8, 12, 16, 24, 32, 64, 128; times 2, 1/2, 1/4
