@@ -1,9 +1,9 @@
 // The host's vector paths (AVX2, AVX-512, AVX-512 with VBMI2), chosen at run
 // time: the Feistel pass and the cycle walk of a Permutation, the balanced
 // sampler's chunk compaction (label_compaction.h; 32 labels at a time with
-// VBMI2) with, on request, the fold of its positives' labels, and (AVX-512 only) its split of a batch of
-// slots by class and their ranks' lookup in the compacted row
-// (host_sampler.h). Framework-free, not for device code.
+// VBMI2) with, on request, the fold of its positives' labels, and (AVX-512
+// only) its split of a batch of slots by class and their ranks' lookup in
+// the compacted row (host_sampler.h). Framework-free, not for device code.
 // Every path computes exactly what the scalar code does (Permutation::feistel,
 // compact_chunk, CompactRow::entry_of: the same bits); the C++ tests (SimdPaths in
 // tests/cpp/test_core.cpp) run each path the CPU has against the scalar one.
@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -480,30 +481,33 @@ __attribute__((target("avx512f,avx512bw"))) inline void add_positive_lanes_avx51
   }
 }
 
-// The lanes of `any` and `all` (lanes of W bytes, each label cast to its
-// type's width: W = sizeof(T), or 4 for narrower labels widened with their
-// own extension) folded into a PositiveBits; `positives` is how many labels
-// they took (none: the empty fold).
+// The lanes of `any` and `all` (`bytes` bytes each, in lanes of W bytes,
+// each label cast to its type's width: W = sizeof(T), or 4 for narrower
+// labels widened with their own extension) folded into a PositiveBits;
+// `count` is how many labels they took (none: the empty fold).
 template <typename T, int W>
 inline PositiveBits fold_positive_lanes(const void* any, const void* all, int bytes,
-                                        int64_t positives) {
+                                        int64_t count) {
   PositiveBits bits;
-  if (positives == 0) return bits;
+  if (count == 0) return bits;
   using U = std::conditional_t<W == 8, uint64_t,
                                std::conditional_t<W == 4, uint32_t,
                                                   std::conditional_t<W == 2, uint16_t, uint8_t>>>;
-  const U* a = static_cast<const U*>(any);
-  const U* b = static_cast<const U*>(all);
+  U a[64 / W], b[64 / W];
+  std::memcpy(a, any, static_cast<size_t>(bytes));
+  std::memcpy(b, all, static_cast<size_t>(bytes));
   U or_bits = 0;
   U and_bits = static_cast<U>(~U{0});
   for (int j = 0; j < bytes / W; ++j) {
     or_bits = static_cast<U>(or_bits | a[j]);
     and_bits = static_cast<U>(and_bits & b[j]);
   }
-  // Back to int64 as a gather casts the label: through the label type, or,
-  // for a narrow label widened to 32 bits, through int32 (the widening
-  // already extended it as its type does).
-  using Lane = std::conditional_t<W == static_cast<int>(sizeof(T)), T, int32_t>;
+  // Back to int64 as a gather casts the label: through the label type (a
+  // bool's byte as it is, as a gather reads it), or, for a narrow label
+  // widened to 32 bits, through int32 (the widening already extended it as
+  // its type does).
+  using Label = std::conditional_t<std::is_same<T, bool>::value, uint8_t, T>;
+  using Lane = std::conditional_t<W == static_cast<int>(sizeof(T)), Label, int32_t>;
   bits.any = static_cast<int64_t>(static_cast<Lane>(or_bits));
   bits.all = static_cast<int64_t>(static_cast<Lane>(and_bits));
   return bits;
@@ -514,12 +518,12 @@ inline PositiveBits fold_positive_lanes(const void* any, const void* all, int by
 template <typename T>
 __attribute__((target("avx512f"))) inline void merge_positive_lanes_avx512(__m512i any,
                                                                            __m512i all,
-                                                                           int64_t positives,
+                                                                           int64_t count,
                                                                            PositiveBits* bits) {
   alignas(64) uint8_t a[64], b[64];
   _mm512_store_si512(a, any);
   _mm512_store_si512(b, all);
-  bits->merge(fold_positive_lanes<T, static_cast<int>(sizeof(T))>(a, b, 64, positives));
+  bits->merge(fold_positive_lanes<T, static_cast<int>(sizeof(T))>(a, b, 64, count));
 }
 
 // compact_chunk for contiguous labels with AVX-512 (F, BW,
@@ -743,12 +747,12 @@ __attribute__((target("avx2"))) inline void add_positive_lanes_avx2(const T* lab
 // added to *bits.
 template <typename T>
 __attribute__((target("avx2"))) inline void merge_positive_lanes_avx2(__m256i any, __m256i all,
-                                                                      int64_t positives,
+                                                                      int64_t count,
                                                                       PositiveBits* bits) {
   alignas(32) uint8_t a[32], b[32];
   _mm256_store_si256(reinterpret_cast<__m256i*>(a), any);
   _mm256_store_si256(reinterpret_cast<__m256i*>(b), all);
-  bits->merge(fold_positive_lanes<T, sizeof(T) == 8 ? 8 : 4>(a, b, 32, positives));
+  bits->merge(fold_positive_lanes<T, sizeof(T) == 8 ? 8 : 4>(a, b, 32, count));
 }
 
 // compact_chunk for contiguous labels with AVX2, 8 labels at a

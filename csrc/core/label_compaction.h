@@ -66,7 +66,7 @@ inline void compact_labels(const T* labels, int64_t stride, int64_t begin, int64
                            int64_t negative_label, uint16_t* work, int64_t& p, int64_t& q,
                            PositiveBits* bits = nullptr) {
   uint16_t* back = work + len - 1;
-  PositiveBits positives;
+  PositiveBits fold;
   // Branch-free: both writes always happen; a slot written by the wrong class
   // is overwritten later or lies outside the final [0, p) and [len-q, len).
   auto body = [&](int64_t i, T v) {
@@ -76,14 +76,14 @@ inline void compact_labels(const T* labels, int64_t stride, int64_t begin, int64
     back[-q] = static_cast<uint16_t>(i);
     p += pos;
     q += neg;
-    positives.add(static_cast<int64_t>(v), pos);
+    fold.add(static_cast<int64_t>(v), pos);
   };
   if (stride == 1) {
     for (int64_t i = begin; i < len; ++i) body(i, labels[i]);
   } else {
     for (int64_t i = begin; i < len; ++i) body(i, labels[i * stride]);
   }
-  if (bits) bits->merge(positives);
+  if (bits) bits->merge(fold);
 }
 
 // Compacts labels[0], labels[stride], ..., labels[(len-1)*stride] (len <= kChunk)

@@ -38,9 +38,10 @@ namespace ops {
 namespace {
 
 // Workspace of one call: `copies` compacted rows of n labels (2 bytes per
-// label), then each class's per-row prefix sums (prefix_len each), then
-// each row's PositiveBits (prefix_len each: the row's, then its chunks';
-// a fused gather's only). One of
+// label), then each class's per-row prefix sums (prefix_len each), then,
+// where the compaction folds the positives' labels (ThreadSplit::fold),
+// each row's PositiveBits (prefix_len each: the row's, then its chunks').
+// One of
 // up to kScratchBytes (copies * n up to about eight million labels) lives
 // in a buffer kept by the calling thread, grown to the largest such
 // workspace it has needed (no allocation per call; a call never re-enters
@@ -49,10 +50,11 @@ namespace {
 class Workspace {
  public:
   Workspace(const char* op, const at::Tensor& labels, int64_t copies, int64_t n,
-            int64_t prefix_len) {
+            int64_t prefix_len, bool fold) {
     const size_t work_bytes = (static_cast<size_t>(copies * n) * 2 + 7) / 8 * 8;
     const size_t entries = static_cast<size_t>(copies * prefix_len);
-    const size_t bytes = work_bytes + entries * (2 * sizeof(int64_t) + sizeof(core::PositiveBits));
+    const size_t bytes = work_bytes + entries * (2 * sizeof(int64_t) +
+                                                 (fold ? sizeof(core::PositiveBits) : 0));
     const auto subject = [&] { return shape_subject("labels", labels); };
     char* base;
     if (bytes <= kScratchBytes) {
@@ -69,12 +71,13 @@ class Workspace {
     work = reinterpret_cast<uint16_t*>(base);
     pos_prefix = reinterpret_cast<int64_t*>(base + work_bytes);
     neg_prefix = pos_prefix + copies * prefix_len;
-    positives = reinterpret_cast<core::PositiveBits*>(neg_prefix + copies * prefix_len);
+    folds =
+        fold ? reinterpret_cast<core::PositiveBits*>(neg_prefix + copies * prefix_len) : nullptr;
   }
   uint16_t* work;
   int64_t* pos_prefix;
   int64_t* neg_prefix;
-  core::PositiveBits* positives;
+  core::PositiveBits* folds;  // null unless the compaction folds
 
  private:
   at::Tensor owned_;
@@ -82,9 +85,9 @@ class Workspace {
 
 // The sampler's three steps over `rows` rows of n labels (data: labels'
 // elements, any strides), writing indices and valid [rows, k], the threads
-// sharing the work as `split` says. row_gather(r, positives) is what
+// sharing the work as `split` says. row_gather(r, fold) is what
 // core::fill_row_slots does besides, in row r, whose positives' labels
-// folded into `positives` (core::PositiveBits) when the call gathers: the
+// are folded into `fold` (core::PositiveBits) where split.fold says: the
 // fused gather's RowGather (each batch of slots gathered while its indices
 // are in the cache, its rows prefetched a batch ahead), or core::NoGather
 // for balanced_sample.
@@ -100,9 +103,10 @@ void sample_rows(const at::Tensor& labels, const T* data, const core::BalancedPa
   const SlotBlocks& slots = split.slots;
   const int64_t blocks = slots.count;
   // A fused gather's rows of labels beyond kFoldLabelBytes have their
-  // positives' labels folded as they are compacted.
+  // positives' labels folded as they are compacted (sample_gather_split);
+  // balanced_sample's (whose row_gather returns core::NoGather) never.
   constexpr bool gathers = decltype(row_gather(0, core::PositiveBits()))::kGathers;
-  const bool fold = gathers && n * static_cast<int64_t>(sizeof(T)) > kFoldLabelBytes;
+  const bool fold = gathers && split.fold;
 
   // Row r's chunk c, compacted into the workspace's row w.
   const auto compact_unit = [&](int64_t r, int64_t c, int64_t w) {
@@ -110,7 +114,7 @@ void sample_rows(const at::Tensor& labels, const T* data, const core::BalancedPa
     const int64_t len = std::min(core::kChunk, n - start);
     core::PositiveBits* bits = nullptr;
     if (fold) {
-      bits = &ws.positives[w * prefix_len + c + 1];
+      bits = &ws.folds[w * prefix_len + c + 1];
       *bits = core::PositiveBits();
     }
     core::compact_chunk_host(data + row_offset(labels, r) + start * stride, stride, len,
@@ -122,7 +126,7 @@ void sample_rows(const at::Tensor& labels, const T* data, const core::BalancedPa
     core::counts_to_prefix(ws.pos_prefix + w * prefix_len, chunks);
     core::counts_to_prefix(ws.neg_prefix + w * prefix_len, chunks);
     if (fold) {
-      core::PositiveBits* bits = ws.positives + w * prefix_len;
+      core::PositiveBits* bits = ws.folds + w * prefix_len;
       bits[0] = core::PositiveBits();
       for (int64_t c = 1; c <= chunks; ++c) bits[0].merge(bits[c]);
     }
@@ -140,7 +144,7 @@ void sample_rows(const at::Tensor& labels, const T* data, const core::BalancedPa
     const int64_t first = slots.begin(k, b);
     const int64_t last = slots.end(k, b);
     core::fill_row_slots(plan, row, first, last, out_indices + r * k, out_valid + r * k,
-                         row_gather(r, fold ? ws.positives[w * prefix_len] : core::PositiveBits()));
+                         row_gather(r, fold ? ws.folds[w * prefix_len] : core::PositiveBits()));
   };
 
   switch (split.kind) {
@@ -196,7 +200,7 @@ std::optional<Workspace> make_workspace(const char* op, const at::Tensor& labels
   const int64_t n = labels.size(-1);
   std::optional<Workspace> workspace;
   if (rows > 0 && k > 0 && n > 0) {
-    workspace.emplace(op, labels, split.copies, n, core::num_chunks(n) + 1);
+    workspace.emplace(op, labels, split.copies, n, core::num_chunks(n) + 1, split.fold);
   }
   return workspace;
 }
@@ -261,8 +265,8 @@ SampleGatherOutputs balanced_sample_gather_cpu(
                                                           params.negative_label);
       sample_rows(labels, data, params, split, *workspace, call.rows, call.n, call.indices(),
                   call.valid(),
-                  [&](int64_t r, const core::PositiveBits& positives) {
-                    return gather.row(r, positives);
+                  [&](int64_t r, const core::PositiveBits& fold) {
+                    return gather.row(r, fold);
                   });
     });
   });

@@ -65,8 +65,8 @@ constexpr int64_t kCachedLabelBytes = int64_t{1} << 20;
 // With the caches as another sampler's call leaves them (an Intel Xeon,
 // 2026-12-05, docs/benchmarks.md; int64 labels 0 and 1, K = N / 10), one
 // row of 1e5 (800 KB) took 0.94x to 0.97x the time on one thread, 0.99x to
-// 1.00x on two, and one of 1e6 0.85x to 0.89x; folded, rows of 1e4 to 5e4
-// (80 to 400 KB) took 0.99x to 1.01x on one thread and up to 1.03x on two,
+// 1.00x on two, and one of 1e6 0.85x to 0.89x; folded, rows of 1e3 to 5e4
+// (8 to 400 KB) took 0.99x to 1.05x on one thread and up to 1.03x on two,
 // where each task compacts the row (ThreadSplit::kOwnRows). Rows whose
 // positives carry several labels (0, 1 and 2 at 1e5 and 1e6) took 0.98x
 // to 1.02x: the fold's cost was not measurable there.
@@ -101,6 +101,9 @@ struct ThreadSplit {
   int64_t row_grain;   // kWholeRows: the grain of rows
   int64_t slot_grain;  // kOwnRows, kPhases: the grain of (row, block) units
   int64_t copies;      // compacted rows the workspace holds: one per row, or per task (kOwnRows)
+  // Whether the compaction folds the positives' labels (a fused gather's
+  // rows beyond kFoldLabelBytes): the workspace then holds the folds.
+  bool fold = false;
 };
 
 // slot_work is the work of one slot (units: cpu/common.h), label_bytes the
@@ -144,11 +147,14 @@ inline ThreadSplit sample_split(int64_t rows, int64_t n, int64_t k, int64_t labe
 
 // The split of a fused balanced_sample_gather call, whose slots also gather
 // a feature row of row_bytes each (where a phase can run in parallel, fewer
-// slots a unit for wide feature rows: slot_blocks).
+// slots a unit for wide feature rows: slot_blocks), and whose rows beyond
+// kFoldLabelBytes have their positives' labels folded.
 inline ThreadSplit sample_gather_split(int64_t rows, int64_t n, int64_t k, int64_t label_bytes,
                                        int64_t row_bytes) {
   const int64_t slot_work = kSlotWork + kGatherSlotWork + row_bytes / 16;
-  return split_threads(rows, n, k, label_bytes, slot_work);
+  ThreadSplit split = split_threads(rows, n, k, label_bytes, slot_work);
+  split.fold = n * label_bytes > kFoldLabelBytes;
+  return split;
 }
 
 }  // namespace ops

@@ -263,11 +263,12 @@ struct RowGather {
   int64_t label_stride;
   // A negative's label as the balanced sampler outputs it (int64), which
   // classes() writes, and its row's positives' labels folded
-  // (core::PositiveBits): where they are one label, classes() writes it
-  // too. The stratified sampler, which gathers each row after sampling it
-  // (the two-argument gather), leaves both unused.
+  // (core::PositiveBits; the empty fold where the row was not folded):
+  // where they are one label, classes() writes it too. The stratified
+  // sampler, which gathers each row after sampling it (the two-argument
+  // gather), leaves both unused.
   int64_t negative_value;
-  core::PositiveBits positives;
+  core::PositiveBits fold;
   int64_t n;
   const int64_t* indices;
   const bool* valid;
@@ -295,7 +296,7 @@ struct RowGather {
   // measured again). Other gathers read every label as its slot's row is
   // copied.
   //
-  // Where the row's positives all carry one label (positives.one_label():
+  // Where the row's positives all carry one label (fold.one_label():
   // the compaction folded their labels, rows beyond kFoldLabelBytes), a
   // positive's label is written too, never read: the rest of the random
   // label reads are saved. With the caches as another sampler's call
@@ -304,8 +305,8 @@ struct RowGather {
   // 0.91x and 0.93x (an Intel Xeon, 2026-12-05, docs/benchmarks.md).
   void classes(const int64_t* pos_slots, int64_t np, const int64_t* neg_slots,
                int64_t nn) const {
-    if (positives.one_label()) {
-      for (int64_t i = 0; i < np; ++i) out_labels[pos_slots[i]] = positives.any;
+    if (fold.one_label()) {
+      for (int64_t i = 0; i < np; ++i) out_labels[pos_slots[i]] = fold.any;
     } else {
       for (int64_t i = 0; i < np; ++i)
         core::prefetch_l2(labels + indices[pos_slots[i]] * label_stride);
@@ -322,7 +323,7 @@ struct RowGather {
     gather_slots(*copy, features, bytes, labels, label_stride, n, indices + first, valid + first,
                  last - first, out_features + first * bytes, out_labels + first, &unused,
                  /*read_labels=*/false, indices + last, ahead);
-    if (positives.one_label()) return;
+    if (fold.one_label()) return;
     for (int64_t i = 0; i < np; ++i) {
       const int64_t s = pos_slots[i];
       out_labels[s] = static_cast<int64_t>(labels[indices[s] * label_stride]);
@@ -403,15 +404,17 @@ class FusedGather {
         valid_(call.valid()),
         indices_(call.indices()) {}
 
-  // positives: row r's positives' labels folded (a balanced sampler's).
-  RowGather<T, Copy> row(int64_t r, const core::PositiveBits& positives = {}) const {
+  // fold: row r's positives' labels folded (a balanced sampler's rows
+  // beyond kFoldLabelBytes); the default, the empty fold, has every sampled
+  // positive's label read.
+  RowGather<T, Copy> row(int64_t r, const core::PositiveBits& fold = {}) const {
     return {copy_,
             features_ + r * n_ * row_bytes_,
             row_bytes_,
             label_data_ + row_offset(labels_, r),
             labels_.stride(-1),
             negative_value_,
-            positives,
+            fold,
             n_,
             indices_ + r * k_,
             valid_ + r * k_,

@@ -759,7 +759,8 @@ void check_compaction_on_every_path(uint64_t seed) {
           if (pick == 2) labels[j] = static_cast<T>(std::numeric_limits<T>::min() + 1);
         }
         if (mode >= 6) {  // `one`, negative (0) or, for signed types, ignored (-1)
-          labels[j] = r >= 1 ? one : static_cast<T>(std::is_signed<T>::value ? std::min<int64_t>(r, 0) : 0);
+          const int64_t other = std::is_signed<T>::value ? std::min<int64_t>(r, 0) : 0;
+          labels[j] = r >= 1 ? one : static_cast<T>(other);
         }
       }
       if (mode == 7 && len > 0 && !std::is_same<T, bool>::value) {

@@ -257,6 +257,19 @@ TEST(CpuParallel, SlotsAreCutIntoSmallBlocksOnlyWhereThePhaseCanSplit) {
   expect_blocks(sample_gather_split(1, 100000, 10000, 8, 64).slots, 14, 715);
 }
 
+TEST(CpuParallel, TheFusedGatherFoldsThePositivesLabelsOfRowsBeyond512KiB) {
+  // balanced_sample alone never folds (it reads no label after the
+  // compaction), whatever the row's size.
+  using syncfree::ops::sample_gather_split;
+  using syncfree::ops::sample_split;
+  EXPECT_TRUE(sample_gather_split(1, 100000, 10000, 8, 64).fold);
+  EXPECT_TRUE(sample_gather_split(32, 70000, 7000, 8, 64).fold);
+  EXPECT_FALSE(sample_gather_split(1, 50000, 5000, 8, 64).fold);
+  EXPECT_FALSE(sample_gather_split(1, 100000, 10000, 4, 64).fold);
+  EXPECT_TRUE(sample_gather_split(1, 600000, 60000, 1, 64).fold);
+  EXPECT_FALSE(sample_split(1, 1000000, 100000, 8).fold);
+}
+
 TEST(CpuParallel, NoRowsTakeAnyNumberOfSlots) {
   // A call with no row samples nothing, whatever its K (the thread split
   // is not computed for it: K * work per slot would overflow).

@@ -116,8 +116,9 @@ def test_label_dtypes(kind, dtype):
 
 
 # A negative's gathered label is the negative label: the balanced CPU kernel
-# reads only the positives' labels and writes the negatives'
-# (RowGather::classes, cpu/common.h). Rows whose labels are taken to be
+# reads at most the positives' labels (none where they carry one label, in
+# rows beyond 512 KiB: test_rows_whose_positives_carry_one_label) and
+# writes the negatives' (RowGather::classes, cpu/common.h). Rows whose labels are taken to be
 # cached (up to 1 MiB, kCachedLabelBytes in cpu/balanced_sample_cpu.h): every
 # label dtype, negative labels that its values reach and that they cannot
 # (above the dtype's range: no item is negative). Rows beyond (about twice
@@ -186,9 +187,10 @@ def test_negative_labels_of_rows_beyond_the_cache(dtype, n, negative_label):
 # positive's (RowGather::classes, cpu/common.h). One label, at the dtype's
 # extremes (its maximum, 2**40, uint64 above 2**63) or 1; the same rows with
 # one positive differing in one bit (so the labels must be read), in the
-# first chunk of 65536 labels, in the last, or last of all; three rows, only
-# the middle one differing; a strided row (the scalar compaction); one
-# thread and two.
+# first chunk of 65536 labels, in the second, or last of all; three rows,
+# the middle one of another single label than the others (a row given
+# another row's fold would show in every positive sampled); a strided row
+# (the scalar compaction); one thread and two.
 def as_int64(value):
     """A label as an int64 holds it (uint64 above 2**63: its bits)."""
     return value - 2**64 if value >= 2**63 else value
@@ -212,7 +214,8 @@ def set_label(labels, at, value):
 
 @pytest.mark.parametrize("dtype, n, value", [
     (torch.int64, 100_000, 2**40), (torch.int64, 70_000, 1), (torch.uint64, 70_000, 2**63 + 5),
-    (torch.int32, 140_000, 2**31 - 1), (torch.uint16, 300_000, 2**16 - 1), (torch.int16, 300_000, 7),
+    (torch.int32, 140_000, 2**31 - 1), (torch.uint16, 300_000, 2**16 - 1),
+    (torch.int16, 300_000, 7),
     (torch.uint8, 600_000, 255), (torch.int8, 600_000, 127), (torch.bool, 600_000, 1)], ids=str)
 def test_rows_whose_positives_carry_one_label(dtype, n, value):
     gen = torch.Generator().manual_seed(13)
@@ -235,8 +238,12 @@ def test_rows_whose_positives_carry_one_label(dtype, n, value):
                 (f, l, v), idx = check_fused("balanced", features, differing, n, 0.5, seed=at)
                 assert int((l == as_int64(other)).sum()) == 1
             three = one_label_rows(dtype, (3, n), value, gen)
-            set_label(three[1], n // 2, other)
-            check_fused("balanced", torch.randn(3, n, 2, generator=gen), three, 4001, 0.5, seed=t)
+            three[1] = one_label_rows(dtype, (n,), other, gen)
+            (f, l, v), idx = check_fused("balanced", torch.randn(3, n, 2, generator=gen), three, 4001, 0.5,
+                                         seed=t)
+            positive = v & (three.to(torch.int64).gather(-1, idx.clamp_min(0)) != 0)
+            assert bool(positive[1].any()) and bool((l[1][positive[1]] == as_int64(other)).all())
+            assert bool((l[0::2][positive[0::2]] == as_int64(value)).all())
             strided = one_label_rows(dtype, (2 * n,), value, gen)[::2]
             check_fused("balanced", features, strided, 3001, 0.5, seed=t)
     finally:
