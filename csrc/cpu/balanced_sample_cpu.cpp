@@ -41,8 +41,7 @@ namespace {
 // label), then each class's per-row prefix sums (prefix_len each), then,
 // where the compaction folds the positives' labels (ThreadSplit::fold),
 // each row's PositiveBits (prefix_len each: the row's, then its chunks').
-// One of
-// up to kScratchBytes (copies * n up to about eight million labels) lives
+// One of up to kScratchBytes (copies * n up to about eight million labels) lives
 // in a buffer kept by the calling thread, grown to the largest such
 // workspace it has needed (no allocation per call; a call never re-enters
 // itself on its thread); a larger one is allocated and freed when the call

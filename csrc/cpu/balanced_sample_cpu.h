@@ -153,7 +153,9 @@ inline ThreadSplit sample_gather_split(int64_t rows, int64_t n, int64_t k, int64
                                        int64_t row_bytes) {
   const int64_t slot_work = kSlotWork + kGatherSlotWork + row_bytes / 16;
   ThreadSplit split = split_threads(rows, n, k, label_bytes, slot_work);
-  split.fold = n * label_bytes > kFoldLabelBytes;
+  // n * label_bytes > kFoldLabelBytes, without the product: a call that
+  // samples nothing may have rows of any length.
+  split.fold = n > kFoldLabelBytes / label_bytes;
   return split;
 }
 

@@ -262,12 +262,19 @@ TEST(CpuParallel, TheFusedGatherFoldsThePositivesLabelsOfRowsBeyond512KiB) {
   // compaction), whatever the row's size.
   using syncfree::ops::sample_gather_split;
   using syncfree::ops::sample_split;
+  EXPECT_FALSE(sample_gather_split(1, 65536, 6553, 8, 64).fold);  // 512 KiB exactly
+  EXPECT_TRUE(sample_gather_split(1, 65537, 6553, 8, 64).fold);
   EXPECT_TRUE(sample_gather_split(1, 100000, 10000, 8, 64).fold);
   EXPECT_TRUE(sample_gather_split(32, 70000, 7000, 8, 64).fold);
   EXPECT_FALSE(sample_gather_split(1, 50000, 5000, 8, 64).fold);
   EXPECT_FALSE(sample_gather_split(1, 100000, 10000, 4, 64).fold);
   EXPECT_TRUE(sample_gather_split(1, 600000, 60000, 1, 64).fold);
   EXPECT_FALSE(sample_split(1, 1000000, 100000, 8).fold);
+  // A call that samples nothing may have rows of any length (no labels, or
+  // no slots): the choice does not overflow.
+  const int64_t huge = std::numeric_limits<int64_t>::max() / 2;
+  EXPECT_TRUE(sample_gather_split(0, huge, 1, 8, 0).fold);
+  EXPECT_TRUE(sample_gather_split(1, huge, 0, 8, 0).fold);
 }
 
 TEST(CpuParallel, NoRowsTakeAnyNumberOfSlots) {

@@ -115,10 +115,10 @@ def test_label_dtypes(kind, dtype):
         assert torch.equal(l[v], labels.to(torch.int64).gather(-1, idx.clamp_min(0))[v])
 
 
-# A negative's gathered label is the negative label: the balanced CPU kernel
-# reads at most the positives' labels (none where they carry one label, in
-# rows beyond 512 KiB: test_rows_whose_positives_carry_one_label) and
-# writes the negatives' (RowGather::classes, cpu/common.h). Rows whose labels are taken to be
+# A negative's gathered label is the negative label: the balanced CPU
+# kernel reads at most the positives' labels (none where they carry one
+# label, in rows beyond 512 KiB: test_rows_whose_positives_carry_one_label)
+# and writes the negatives' (RowGather::classes, cpu/common.h). Rows whose labels are taken to be
 # cached (up to 1 MiB, kCachedLabelBytes in cpu/balanced_sample_cpu.h): every
 # label dtype, negative labels that its values reach and that they cannot
 # (above the dtype's range: no item is negative). Rows beyond (about twice
