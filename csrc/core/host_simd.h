@@ -82,21 +82,20 @@ struct LabelMatch {
 };
 
 // The compaction's vector paths read a chunk's labels once, in order, and
-// request the 32- and 64-bit labels kLabelsAhead bytes ahead of each group
-// they compare (request_labels_ahead), so that labels the caches do not
-// hold arrive before they are compared: the hardware's own requests of a
-// stream start again at each 4 KiB page. With the caches as another
-// sampler's call leaves them (the fused call, an Intel Xeon, 2026-12-05,
-// docs/benchmarks.md): one row of 1e6 int64 labels took 0.90x to 0.96x the
-// time this way (each vector path), int32 0.94x to 0.96x, rows of 3e4 to
-// 1e5 0.95x to 1.00x, 32 rows of 1e4 0.93x to 1.00x, one row of 1e4 0.99x
-// to 1.03x. 8-bit labels, fewer bytes per label compared, gained nothing
-// (one row of 1e6: 0.98x and 1.04x): labels under 4 bytes are not
+// request the 32- and 64-bit labels kLabelsAhead bytes (label_compaction.h)
+// ahead of each group they compare (request_labels_ahead), so that labels
+// the caches do not hold arrive before they are compared: the hardware's
+// own requests of a stream start again at each 4 KiB page. With the caches
+// as another sampler's call leaves them (the fused call, an Intel Xeon,
+// 2026-12-05, docs/benchmarks.md): one row of 1e6 int64 labels took 0.90x
+// to 0.96x the time this way (each vector path), int32 0.94x to 0.96x, rows
+// of 3e4 to 1e5 0.95x to 1.00x, 32 rows of 1e4 0.93x to 1.00x, one row of
+// 1e4 0.99x to 1.03x. 8-bit labels, fewer bytes per label compared, gained
+// nothing (one row of 1e6: 0.98x and 1.04x): labels under 4 bytes are not
 // requested (16-bit labels were not measured). A chunk's last requests
 // fall on the next chunk's labels, and a row's on whatever follows it:
 // hints only, a prefetch never faults (the addresses are computed as
 // integers, not as pointers past the labels).
-constexpr int64_t kLabelsAhead = 4096;
 
 // Requests the cache lines kLabelsAhead bytes after labels[0, count), for
 // labels of 4 bytes or more.
@@ -800,6 +799,13 @@ __attribute__((target("avx2,popcnt"))) inline void compact_chunk_avx2(
 }
 #endif
 
+// Whether compact_chunk_host compacts labels of this stride on a vector
+// path (contiguous labels, a path above the scalar one), rather than in
+// compact_chunk's loop.
+inline bool vector_compaction(int64_t stride, SimdPath path = simd_path()) {
+  return stride == 1 && path != SimdPath::kScalar;
+}
+
 // compact_chunk (the same workspace entries and counts, and the same fold
 // of the positives' labels into *bits, unless null), with AVX-512 or AVX2
 // for contiguous labels (every label type) where the path allows.
@@ -810,7 +816,7 @@ inline void compact_chunk_host(const T* labels, int64_t stride, int64_t len,
                                PositiveBits* bits = nullptr) {
   static_assert(std::is_integral<T>::value, "labels are bool or integers");
   {
-    const bool vector = stride == 1;
+    const bool vector = vector_compaction(stride, path);
 #ifdef SYNCFREE_HAVE_AVX512_PATH
     if (vector && path >= SimdPath::kAvx512Vbmi2)
       return compact_chunk_avx512_vbmi2(labels, len, negative_label, work, num_pos, num_neg, bits);

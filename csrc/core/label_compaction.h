@@ -34,6 +34,13 @@ constexpr int64_t kChunk = int64_t{1} << 16;
 
 SYNCFREE_HD int64_t num_chunks(int64_t n, int64_t chunk = kChunk) { return (n + chunk - 1) / chunk; }
 
+// How far ahead the host compaction requests the labels it will read, in
+// bytes: the vector paths' contiguous labels (request_labels_ahead,
+// host_simd.h) and strided ones (compact_labels; at least
+// kStridedLabelsAhead labels ahead).
+constexpr int64_t kLabelsAhead = 4096;
+constexpr int64_t kStridedLabelsAhead = 16;
+
 // The positives' labels of a chunk or a row, each as int64 (as a gather
 // outputs it: static_cast<int64_t> of the label), folded into their OR
 // (`any`) and AND (`all`): 0 and -1 when there is none. Every positive
@@ -91,7 +98,21 @@ inline void compact_labels(const T* labels, int64_t stride, int64_t begin, int64
     if (stride == 1) {
       for (int64_t i = begin; i < len; ++i) body(i, labels[i]);
     } else {
-      for (int64_t i = begin; i < len; ++i) body(i, labels[i * stride]);
+      // Strided labels are requested kLabelsAhead bytes (at least
+      // kStridedLabelsAhead labels) ahead of the one read: the hardware's
+      // own requests do not keep up with such a stream (STRIDED_MEASURED).
+      // Hints only: the addresses are computed as integers, and a prefetch
+      // never faults.
+      const uintptr_t step = static_cast<uintptr_t>(stride) * sizeof(T);
+      const uintptr_t ahead =
+          step * (step * kStridedLabelsAhead >= static_cast<uintptr_t>(kLabelsAhead)
+                      ? kStridedLabelsAhead
+                      : static_cast<uintptr_t>(kLabelsAhead) / (step ? step : 1));
+      for (int64_t i = begin; i < len; ++i) {
+        prefetch(reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(labels + i * stride) +
+                                               ahead));
+        body(i, labels[i * stride]);
+      }
     }
     p = np;
     q = nq;

@@ -252,7 +252,8 @@ SampleGatherOutputs balanced_sample_gather_cpu(
                                         negative_label, fill_positives, seed, generator);
   FusedCall call(op, features, labels, num_samples);
   const ThreadSplit split =
-      sample_gather_split(call.rows, call.n, call.k, labels.element_size(), call.row_bytes);
+      sample_gather_split(call.rows, call.n, call.k, labels.element_size(), call.row_bytes,
+                          core::vector_compaction(labels.stride(-1)));
   const std::optional<Workspace> workspace = make_workspace(op, labels, num_samples, split);
   draw_seed(op, seed, generator, &params);
   if (!call.has_slots()) return call.take();

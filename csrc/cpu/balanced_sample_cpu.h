@@ -148,14 +148,22 @@ inline ThreadSplit sample_split(int64_t rows, int64_t n, int64_t k, int64_t labe
 // The split of a fused balanced_sample_gather call, whose slots also gather
 // a feature row of row_bytes each (where a phase can run in parallel, fewer
 // slots a unit for wide feature rows: slot_blocks), and whose rows beyond
-// kFoldLabelBytes have their positives' labels folded.
+// kFoldLabelBytes have their positives' labels folded where a vector path
+// compacts them (vector_compaction: core::vector_compaction of the labels'
+// stride). compact_chunk's loop, which compacts the others (strided
+// labels, or a CPU without AVX2), folds a label in about as many
+// instructions as it compacts one: strided rows of 1e5 to 3e5 int64 labels
+// (stride 2, K = N / 400 or N / 10) took 0.64x to 0.90x the time unfolded,
+// one of 1e6 0.87x to 0.91x with K = N / 400 but 1.14x to 1.23x with K = N /
+// 10, where the label reads the fold saves come from memory (one thread,
+// an Intel Xeon, 2026-12-05, docs/benchmarks.md).
 inline ThreadSplit sample_gather_split(int64_t rows, int64_t n, int64_t k, int64_t label_bytes,
-                                       int64_t row_bytes) {
+                                       int64_t row_bytes, bool vector_compaction) {
   const int64_t slot_work = kSlotWork + kGatherSlotWork + row_bytes / 16;
   ThreadSplit split = split_threads(rows, n, k, label_bytes, slot_work);
   // n * label_bytes > kFoldLabelBytes, without the product: a call that
   // samples nothing may have rows of any length.
-  split.fold = n > kFoldLabelBytes / label_bytes;
+  split.fold = vector_compaction && n > kFoldLabelBytes / label_bytes;
   return split;
 }
 

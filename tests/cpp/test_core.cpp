@@ -264,6 +264,47 @@ void check_compaction(const std::vector<T>& storage, int64_t stride, int64_t n, 
     ASSERT_EQ(row.index_of(static_cast<int64_t>(r), false), want_neg[r]);
 }
 
+// compact_chunk's loop folds the positives' labels of strided rows too
+// (the vector paths' fold is checked in SimdPaths below): against the OR
+// and AND taken label by label, with positives of several labels and of one.
+TEST(Compact, FoldsTheLabelsOfStridedPositives) {
+  std::mt19937_64 rng(7);
+  for (int64_t stride : {int64_t{0}, int64_t{2}, int64_t{3}}) {
+    for (int64_t spread : {int64_t{5}, int64_t{2}}) {  // labels -1..3, or -1..0 and 2
+      const int64_t n = 1000;
+      std::vector<int64_t> storage(static_cast<size_t>(n * std::max<int64_t>(stride, 1)));
+      for (auto& v : storage) {
+        v = static_cast<int64_t>(rng() % spread) - 1;
+        if (spread == 2 && v == 0 && rng() % 2) v = 2;
+      }
+      std::vector<uint16_t> work(static_cast<size_t>(n));
+      int64_t p = 0, q = 0;
+      PositiveBits bits;
+      compact_chunk(storage.data(), stride, n, 0, work.data(), &p, &q, &bits);
+      PositiveBits want;
+      std::vector<int64_t> positives;
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t v = storage[static_cast<size_t>(i * stride)];
+        if (v > 0) {
+          want.any |= v;
+          want.all &= v;
+          positives.push_back(v);
+        }
+      }
+      const bool one_label =
+          !positives.empty() &&
+          std::all_of(positives.begin(), positives.end(), [&](int64_t v) { return v == positives[0]; });
+      EXPECT_EQ(p, static_cast<int64_t>(positives.size()));
+      EXPECT_EQ(bits.any, want.any) << "stride " << stride;
+      EXPECT_EQ(bits.all, want.all) << "stride " << stride;
+      EXPECT_EQ(bits.one_label(), one_label) << "stride " << stride;
+      if (stride > 0) {
+        EXPECT_EQ(one_label, spread == 2);  // both cases occur
+      }
+    }
+  }
+}
+
 TEST(Compact, MatchesABruteForceScanAcrossChunks) {
   std::mt19937_64 rng(5);
   for (int64_t n : {int64_t{1}, int64_t{2}, int64_t{77}, kChunk - 1, kChunk, kChunk + 1,

@@ -168,7 +168,7 @@ TEST(CpuParallel, EachShapeTakesTheSplitItIsMeantTo) {
                                       << c.n << ", k " << c.k);
     at::set_num_threads(c.threads);
     const ThreadSplit sample = sample_split(c.rows, c.n, c.k, c.label_bytes);
-    const ThreadSplit fused = sample_gather_split(c.rows, c.n, c.k, c.label_bytes, 64);
+    const ThreadSplit fused = sample_gather_split(c.rows, c.n, c.k, c.label_bytes, 64, true);
     EXPECT_EQ(sample.kind, c.sample);
     EXPECT_EQ(fused.kind, c.fused);
     for (const ThreadSplit& split : {sample, fused}) {
@@ -252,9 +252,9 @@ TEST(CpuParallel, SlotsAreCutIntoSmallBlocksOnlyWhereThePhaseCanSplit) {
   }
   // The sampler's split: whole rows keep blocks of the cap, a row shared by
   // the threads takes small ones.
-  expect_blocks(sample_gather_split(32, 10000, 1000, 8, 64).slots, 1, 1000);
-  expect_blocks(sample_gather_split(32, 100000, 10000, 8, 64).slots, 3, 3334);
-  expect_blocks(sample_gather_split(1, 100000, 10000, 8, 64).slots, 14, 715);
+  expect_blocks(sample_gather_split(32, 10000, 1000, 8, 64, true).slots, 1, 1000);
+  expect_blocks(sample_gather_split(32, 100000, 10000, 8, 64, true).slots, 3, 3334);
+  expect_blocks(sample_gather_split(1, 100000, 10000, 8, 64, true).slots, 14, 715);
 }
 
 TEST(CpuParallel, TheFusedGatherFoldsThePositivesLabelsOfRowsBeyond512KiB) {
@@ -262,19 +262,22 @@ TEST(CpuParallel, TheFusedGatherFoldsThePositivesLabelsOfRowsBeyond512KiB) {
   // compaction), whatever the row's size.
   using syncfree::ops::sample_gather_split;
   using syncfree::ops::sample_split;
-  EXPECT_FALSE(sample_gather_split(1, 65536, 6553, 8, 64).fold);  // 512 KiB exactly
-  EXPECT_TRUE(sample_gather_split(1, 65537, 6553, 8, 64).fold);
-  EXPECT_TRUE(sample_gather_split(1, 100000, 10000, 8, 64).fold);
-  EXPECT_TRUE(sample_gather_split(32, 70000, 7000, 8, 64).fold);
-  EXPECT_FALSE(sample_gather_split(1, 50000, 5000, 8, 64).fold);
-  EXPECT_FALSE(sample_gather_split(1, 100000, 10000, 4, 64).fold);
-  EXPECT_TRUE(sample_gather_split(1, 600000, 60000, 1, 64).fold);
+  EXPECT_FALSE(sample_gather_split(1, 65536, 6553, 8, 64, true).fold);  // 512 KiB exactly
+  EXPECT_TRUE(sample_gather_split(1, 65537, 6553, 8, 64, true).fold);
+  EXPECT_TRUE(sample_gather_split(1, 100000, 10000, 8, 64, true).fold);
+  EXPECT_TRUE(sample_gather_split(32, 70000, 7000, 8, 64, true).fold);
+  EXPECT_FALSE(sample_gather_split(1, 50000, 5000, 8, 64, true).fold);
+  EXPECT_FALSE(sample_gather_split(1, 100000, 10000, 4, 64, true).fold);
+  EXPECT_TRUE(sample_gather_split(1, 600000, 60000, 1, 64, true).fold);
   EXPECT_FALSE(sample_split(1, 1000000, 100000, 8).fold);
+  // Nor where compact_chunk's loop compacts the row (strided labels, or a
+  // CPU without AVX2).
+  EXPECT_FALSE(sample_gather_split(1, 1000000, 100000, 8, 64, false).fold);
   // A call that samples nothing may have rows of any length (no labels, or
   // no slots): the choice does not overflow.
   const int64_t huge = std::numeric_limits<int64_t>::max() / 2;
-  EXPECT_TRUE(sample_gather_split(0, huge, 1, 8, 0).fold);
-  EXPECT_TRUE(sample_gather_split(1, huge, 0, 8, 0).fold);
+  EXPECT_TRUE(sample_gather_split(0, huge, 1, 8, 0, true).fold);
+  EXPECT_TRUE(sample_gather_split(1, huge, 0, 8, 0, true).fold);
 }
 
 TEST(CpuParallel, NoRowsTakeAnyNumberOfSlots) {
