@@ -151,12 +151,12 @@ inline ThreadSplit sample_split(int64_t rows, int64_t n, int64_t k, int64_t labe
 // kFoldLabelBytes have their positives' labels folded where a vector path
 // compacts them (vector_compaction: core::vector_compaction of the labels'
 // stride). compact_chunk's loop, which compacts the others (strided
-// labels, or a CPU without AVX2), folds a label in about as many
-// instructions as it compacts one: strided rows of 1e5 to 3e5 int64 labels
-// (stride 2, K = N / 400 or N / 10) took 0.64x to 0.90x the time unfolded,
-// one of 1e6 0.87x to 0.91x with K = N / 400 but 1.14x to 1.23x with K = N /
-// 10, where the label reads the fold saves come from memory (one thread,
-// an Intel Xeon, 2026-12-05, docs/benchmarks.md).
+// labels, or a CPU without AVX2), adds about half again to a label's
+// instructions to fold it: strided rows of 1e5 to 3e5 int64
+// labels (stride 2, K = N / 400 or N / 10) took 0.53x to 0.97x the time
+// unfolded, rows of 5e5 and 1e6 0.67x to 0.91x with K = N / 400 but 1.07x
+// to 1.23x with K = N / 10, where the many label reads the fold saves come
+// from memory (one thread, an Intel Xeon, 2026-12-05, docs/benchmarks.md).
 inline ThreadSplit sample_gather_split(int64_t rows, int64_t n, int64_t k, int64_t label_bytes,
                                        int64_t row_bytes, bool vector_compaction) {
   const int64_t slot_work = kSlotWork + kGatherSlotWork + row_bytes / 16;
