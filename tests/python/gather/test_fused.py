@@ -190,7 +190,7 @@ def test_negative_labels_of_rows_beyond_the_cache(dtype, n, negative_label):
 # first chunk of 65536 labels, in the second, or last of all; three rows,
 # the middle one of another single label than the others (a row given
 # another row's fold would show in every positive sampled); a strided row
-# (compacted by the scalar loop, which does not fold); one thread and two.
+# (compacted by the scalar loop, and not folded); one thread and two.
 def as_int64(value):
     """A label as an int64 holds it (uint64 above 2**63: its bits)."""
     return value - 2**64 if value >= 2**63 else value
