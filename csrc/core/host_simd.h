@@ -95,10 +95,9 @@ struct LabelMatch {
 // requested (16-bit labels were not measured). A chunk's last requests
 // fall on the next chunk's labels, and a row's on whatever follows it:
 // hints only, a prefetch never faults (the addresses are computed as
-// integers, not as pointers past the labels).
-
-// Requests the cache lines kLabelsAhead bytes after labels[0, count), for
-// labels of 4 bytes or more.
+// integers, not as pointers past the labels). request_labels_ahead requests
+// the cache lines kLabelsAhead bytes after labels[0, count), for labels of
+// 4 bytes or more.
 template <typename T>
 inline void request_labels_ahead(const T* labels, int64_t count) {
   if constexpr (sizeof(T) >= 4) {

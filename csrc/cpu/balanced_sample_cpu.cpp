@@ -101,9 +101,10 @@ void sample_rows(const at::Tensor& labels, const T* data, const core::BalancedPa
   const int64_t negative_label = params.negative_label;
   const SlotBlocks& slots = split.slots;
   const int64_t blocks = slots.count;
-  // A fused gather's rows of labels beyond kFoldLabelBytes have their
-  // positives' labels folded as they are compacted (sample_gather_split);
-  // balanced_sample's (whose row_gather returns core::NoGather) never.
+  // A fused gather's rows of labels beyond kFoldLabelBytes that a vector
+  // path compacts have their positives' labels folded as they are
+  // compacted (sample_gather_split); balanced_sample's (whose row_gather
+  // returns core::NoGather) never.
   constexpr bool gathers = decltype(row_gather(0, core::PositiveBits()))::kGathers;
   const bool fold = gathers && split.fold;
 

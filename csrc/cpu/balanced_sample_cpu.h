@@ -55,7 +55,8 @@ constexpr int64_t kSharedSlotWork = 32;
 // strided one just over it).
 constexpr int64_t kCachedLabelBytes = int64_t{1} << 20;
 
-// A fused gather's rows of labels beyond this many bytes have their
+// A fused gather's rows of labels beyond this many bytes, where a vector
+// path compacts them (sample_gather_split below), have their
 // positives' labels folded (core::PositiveBits) as they are compacted, so
 // that where a row's positives all carry one label, the gather writes it
 // rather than reading each sampled positive's label (RowGather, cpu/common.h).
@@ -102,7 +103,8 @@ struct ThreadSplit {
   int64_t slot_grain;  // kOwnRows, kPhases: the grain of (row, block) units
   int64_t copies;      // compacted rows the workspace holds: one per row, or per task (kOwnRows)
   // Whether the compaction folds the positives' labels (a fused gather's
-  // rows beyond kFoldLabelBytes): the workspace then holds the folds.
+  // rows beyond kFoldLabelBytes that a vector path compacts): the workspace
+  // then holds the folds.
   bool fold = false;
 };
 
@@ -145,18 +147,19 @@ inline ThreadSplit sample_split(int64_t rows, int64_t n, int64_t k, int64_t labe
   return split_threads(rows, n, k, label_bytes, kSlotWork);
 }
 
-// The split of a fused balanced_sample_gather call, whose slots also gather
-// a feature row of row_bytes each (where a phase can run in parallel, fewer
+// The split of a fused balanced_sample_gather call, whose slots also gather a
+// feature row of row_bytes each (where a phase can run in parallel, fewer
 // slots a unit for wide feature rows: slot_blocks), and whose rows beyond
 // kFoldLabelBytes have their positives' labels folded where a vector path
 // compacts them (vector_compaction: core::vector_compaction of the labels'
-// stride). compact_chunk's loop, which compacts the others (strided
-// labels, or a CPU without AVX2), adds about half again to a label's
-// instructions to fold it: strided rows of 1e5 to 3e5 int64
-// labels (stride 2, K = N / 400 or N / 10) took 0.53x to 0.97x the time
-// unfolded, rows of 5e5 and 1e6 0.67x to 0.91x with K = N / 400 but 1.07x
-// to 1.23x with K = N / 10, where the many label reads the fold saves come
-// from memory (one thread, an Intel Xeon, 2026-12-05, docs/benchmarks.md).
+// stride). compact_chunk's loop, which compacts the others (strided labels,
+// or a CPU without AVX2), takes about half again as many instructions a label
+// to fold it (strided int64 labels: 27 against 18): strided rows of
+// 1e5 to 3e5 int64 labels (stride 2, K = N / 400 or N / 10) took 0.53x to
+// 0.97x the time unfolded, rows of 5e5 and 1e6 0.67x to 0.91x with K = N /
+// 400 but 1.07x to 1.23x with K = N / 10, where the many label reads the fold
+// saves come from memory (one thread, an Intel Xeon, 2026-12-05,
+// docs/benchmarks.md).
 inline ThreadSplit sample_gather_split(int64_t rows, int64_t n, int64_t k, int64_t label_bytes,
                                        int64_t row_bytes, bool vector_compaction) {
   const int64_t slot_work = kSlotWork + kGatherSlotWork + row_bytes / 16;

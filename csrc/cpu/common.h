@@ -297,9 +297,9 @@ struct RowGather {
   // copied.
   //
   // Where the row's positives all carry one label (fold.one_label():
-  // the compaction folded their labels, rows beyond kFoldLabelBytes), a
-  // positive's label is written too, never read: the rest of the random
-  // label reads are saved. With the caches as another sampler's call
+  // the compaction folded their labels, rows beyond kFoldLabelBytes that a
+  // vector path compacts), a positive's label is written too, never read:
+  // the rest of the random label reads are saved. With the caches as another sampler's call
   // leaves them, one row of 1e6 int64 labels 0 and 1 took 0.85x to 0.89x
   // the time on one thread and two, int32, int16 and uint8 ones 0.88x,
   // 0.91x and 0.93x (an Intel Xeon, 2026-12-05, docs/benchmarks.md).
@@ -405,8 +405,8 @@ class FusedGather {
         indices_(call.indices()) {}
 
   // fold: row r's positives' labels folded (a balanced sampler's rows
-  // beyond kFoldLabelBytes); the default, the empty fold, has every sampled
-  // positive's label read.
+  // beyond kFoldLabelBytes that a vector path compacts); the default, the
+  // empty fold, has every sampled positive's label read.
   RowGather<T, Copy> row(int64_t r, const core::PositiveBits& fold = {}) const {
     return {copy_,
             features_ + r * n_ * row_bytes_,

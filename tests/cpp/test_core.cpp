@@ -685,6 +685,18 @@ TEST(SimdPaths, TheLimitSelectsThePath) {
   EXPECT_EQ(simd_path(), cpu_simd_path());
 }
 
+// Contiguous labels take a vector path wherever the CPU has one; strided
+// ones (stride 0 included) take compact_chunk's loop on every path.
+TEST(SimdPaths, OnlyContiguousLabelsTakeAVectorCompaction) {
+  for_each_simd_path([](SimdPath path) {
+    EXPECT_EQ(vector_compaction(1, path), path != SimdPath::kScalar);
+    EXPECT_EQ(vector_compaction(1), path != SimdPath::kScalar);  // the limit's path
+    for (int64_t stride : {int64_t{0}, int64_t{2}, int64_t{-1}}) {
+      EXPECT_FALSE(vector_compaction(stride, path)) << "stride " << stride;
+    }
+  });
+}
+
 TEST(SimdPaths, FeistelPassEqualsTheScalarNetworkOnEveryPath) {
   // Every count (ragged tails of 4 and 8 lanes, and of the AVX-512 path's
   // blocks of 4 and 8 vectors, included) and domain width (halves of 4 to

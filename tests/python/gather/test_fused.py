@@ -117,7 +117,8 @@ def test_label_dtypes(kind, dtype):
 
 # A negative's gathered label is the negative label: the balanced CPU
 # kernel reads at most the positives' labels (none where they carry one
-# label, in rows beyond 512 KiB: test_rows_whose_positives_carry_one_label)
+# label, in contiguous rows beyond 512 KiB:
+# test_rows_whose_positives_carry_one_label)
 # and writes the negatives' (RowGather::classes, cpu/common.h). Rows whose labels are taken to be
 # cached (up to 1 MiB, kCachedLabelBytes in cpu/balanced_sample_cpu.h): every
 # label dtype, negative labels that its values reach and that they cannot
@@ -182,7 +183,8 @@ def test_negative_labels_of_rows_beyond_the_cache(dtype, n, negative_label):
 
 
 # Rows of labels beyond 512 KiB (kFoldLabelBytes, cpu/balanced_sample_cpu.h):
-# the balanced CPU kernel folds their positives' labels as it compacts them,
+# where a vector path compacts them (contiguous labels), the balanced CPU
+# kernel folds their positives' labels as it compacts them,
 # and where they are one label writes it rather than reading each sampled
 # positive's (RowGather::classes, cpu/common.h). One label, at the dtype's
 # extremes (its maximum, 2**40, uint64 above 2**63) or 1; the same rows with
