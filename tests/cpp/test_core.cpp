@@ -264,6 +264,35 @@ void check_compaction(const std::vector<T>& storage, int64_t stride, int64_t n, 
     ASSERT_EQ(row.index_of(static_cast<int64_t>(r), false), want_neg[r]);
 }
 
+// The fold every compaction path is checked against: the positives' labels
+// of labels[0], labels[stride], ... (len of them) folded label by label,
+// how many positives there are, and whether they all carry one label (the
+// first's).
+struct ReferenceFold {
+  PositiveBits bits;
+  int64_t positives = 0;
+  int64_t first = 0;
+  bool one_label = false;
+};
+
+template <typename T>
+ReferenceFold reference_fold(const T* labels, int64_t stride, int64_t len, int64_t negative_label) {
+  ReferenceFold want;
+  bool same = true;
+  for (int64_t j = 0; j < len; ++j) {
+    bool pos, neg;
+    classify(labels[j * stride], negative_label, &pos, &neg);
+    if (!pos) continue;
+    const int64_t v = static_cast<int64_t>(labels[j * stride]);
+    want.bits.any |= v;
+    want.bits.all &= v;
+    if (want.positives++ == 0) want.first = v;
+    same = same && v == want.first;
+  }
+  want.one_label = same && want.positives > 0;
+  return want;
+}
+
 // compact_chunk's loop folds the positives' labels of strided rows too
 // (the vector paths' fold is checked in SimdPaths below): against the OR
 // and AND taken label by label, with positives of several labels and of one.
@@ -281,25 +310,13 @@ TEST(Compact, FoldsTheLabelsOfStridedPositives) {
       int64_t p = 0, q = 0;
       PositiveBits bits;
       compact_chunk(storage.data(), stride, n, 0, work.data(), &p, &q, &bits);
-      PositiveBits want;
-      std::vector<int64_t> positives;
-      for (int64_t i = 0; i < n; ++i) {
-        const int64_t v = storage[static_cast<size_t>(i * stride)];
-        if (v > 0) {
-          want.any |= v;
-          want.all &= v;
-          positives.push_back(v);
-        }
-      }
-      const bool one_label =
-          !positives.empty() &&
-          std::all_of(positives.begin(), positives.end(), [&](int64_t v) { return v == positives[0]; });
-      EXPECT_EQ(p, static_cast<int64_t>(positives.size()));
-      EXPECT_EQ(bits.any, want.any) << "stride " << stride;
-      EXPECT_EQ(bits.all, want.all) << "stride " << stride;
-      EXPECT_EQ(bits.one_label(), one_label) << "stride " << stride;
+      const ReferenceFold want = reference_fold(storage.data(), stride, n, 0);
+      EXPECT_EQ(p, want.positives);
+      EXPECT_EQ(bits.any, want.bits.any) << "stride " << stride;
+      EXPECT_EQ(bits.all, want.bits.all) << "stride " << stride;
+      EXPECT_EQ(bits.one_label(), want.one_label) << "stride " << stride;
       if (stride > 0) {
-        EXPECT_EQ(one_label, spread == 2);  // both cases occur
+        EXPECT_EQ(want.one_label, spread == 2);  // both cases occur
       }
     }
   }
@@ -820,27 +837,14 @@ void check_compaction_on_every_path(uint64_t seed) {
         const int64_t j = static_cast<int64_t>(rng() % static_cast<uint64_t>(len));
         labels[j] = static_cast<T>(one ^ 1);  // still a positive: 3, or the maximum less 1
       }
-      PositiveBits want_bits;
-      int64_t positives = 0;
-      bool one_label = true;
-      int64_t first = 0;
-      for (int64_t j = 0; j < len; ++j) {
-        bool pos, neg;
-        classify(labels[j], negative_label, &pos, &neg);
-        if (!pos) continue;
-        const int64_t v = static_cast<int64_t>(labels[j]);
-        want_bits.any |= v;
-        want_bits.all &= v;
-        if (positives++ == 0) first = v;
-        one_label = one_label && v == first;
+      const ReferenceFold want_fold = reference_fold(labels.get(), 1, len, negative_label);
+      const PositiveBits& want_bits = want_fold.bits;
+      ASSERT_EQ(want_bits.one_label(), want_fold.one_label) << "len " << len << ", mode " << mode;
+      if (want_fold.one_label) {
+        ASSERT_EQ(want_bits.any, want_fold.first);
       }
-      one_label = one_label && positives > 0;
-      ASSERT_EQ(want_bits.one_label(), one_label) << "len " << len << ", mode " << mode;
-      if (one_label) {
-        ASSERT_EQ(want_bits.any, first);
-      }
-      if (mode == 6 && positives > 0) {
-        ASSERT_TRUE(one_label);
+      if (mode == 6 && want_fold.positives > 0) {
+        ASSERT_TRUE(want_fold.one_label);
       }
       std::vector<uint16_t> want(static_cast<size_t>(len) + 1);
       int64_t want_p = -1, want_q = -1;
