@@ -299,10 +299,11 @@ struct RowGather {
   // Where the row's positives all carry one label (fold.one_label():
   // the compaction folded their labels, rows beyond kFoldLabelBytes that a
   // vector path compacts), a positive's label is written too, never read:
-  // the rest of the random label reads are saved. With the caches as another sampler's call
-  // leaves them, one row of 1e6 int64 labels 0 and 1 took 0.85x to 0.89x
-  // the time on one thread and two, int32, int16 and uint8 ones 0.88x,
-  // 0.91x and 0.93x (an Intel Xeon, 2026-12-05, docs/benchmarks.md).
+  // the rest of the random label reads are saved. With the caches as
+  // another sampler's call leaves them, one row of 1e6 int64 labels 0 and 1
+  // took 0.85x to 0.89x the time on one thread and two, int32, int16 and
+  // uint8 ones 0.88x, 0.91x and 0.93x (an Intel Xeon, 2026-12-05,
+  // docs/benchmarks.md).
   void classes(const int64_t* pos_slots, int64_t np, const int64_t* neg_slots,
                int64_t nn) const {
     if (fold.one_label()) {
