@@ -107,6 +107,30 @@ inline void request_labels_ahead(const T* labels, int64_t count) {
   }
 }
 
+// Each vector path also requests the workspace lines it will write, once
+// every 32 labels, kWorkAhead entries ahead of each of its two streams
+// (request_work_ahead): the positives' entries go up from work[p], the
+// negatives' down from work[back - 1] (back = len - q). The workspace is the
+// calling thread's buffer, which other work between two calls pushes out of
+// the caches; a store to a line the cache does not hold waits for the line.
+// balanced_sample with K = 1 (the compaction, nearly all of it) took 0.93x to
+// 0.99x the time at one row of 1e5 and of 1e6 int64 labels, with a
+// naive and a top-k sampler's call before each (one and two threads, each
+// vector path), and 0.97x with the row's labels and workspace cached; rows
+// of 1e4 and 3e4 took 0.98x to 1.01x (an Intel Xeon, 2026-12-05,
+// docs/benchmarks.md). With AVX-512 the requests are prefetchw (the line
+// alone, ready for the store); the AVX2 path's are read requests, which get
+// the line alone where no other core holds it. Hints only: the addresses
+// are computed as integers and may fall outside the chunk's entries; a
+// prefetch never faults.
+inline void request_work_ahead(const uint16_t* work, int64_t p, int64_t back) {
+  const uintptr_t base = reinterpret_cast<uintptr_t>(work);
+  const uintptr_t ahead = static_cast<uintptr_t>(kWorkAhead) * sizeof(uint16_t);
+  prefetch_for_write(reinterpret_cast<const void*>(base + static_cast<uintptr_t>(p) * 2 + ahead));
+  prefetch_for_write(
+      reinterpret_cast<const void*>(base + static_cast<uintptr_t>(back) * 2 - 2 - ahead));
+}
+
 #ifdef SYNCFREE_HAVE_AVX2_PATH
 // One Feistel pass over values[0, count) with AVX2, four 64-bit lanes at a
 // time: the same arithmetic as Permutation::feistel (the 32x32->64 product is
@@ -531,7 +555,8 @@ __attribute__((target("avx512f"))) inline void merge_positive_lanes_avx512(__m51
 // The entries written are exactly those compact_chunk leaves in [0, p) and
 // [len - q, len), in the same order (the region between is never read).
 template <typename T>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,popcnt"))) inline void compact_chunk_avx512(
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,popcnt,prfchw"))) inline void
+compact_chunk_avx512(
     const T* labels, int64_t len, int64_t negative_label, uint16_t* work, int64_t* num_pos,
     int64_t* num_neg, PositiveBits* bits) {
   const LabelMatch<T> match(negative_label);
@@ -544,6 +569,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,popcnt"))) inline void
   int64_t i = 0;
   for (; i + 16 <= len; i += 16) {
     request_labels_ahead(labels + i, 16);
+    if ((i & 31) == 0) request_work_ahead(work, p, len - q);
     __mmask16 neg, nonneg;
     class_masks_16(labels + i, match, &neg, &nonneg);
     const __mmask16 pos = static_cast<__mmask16>(nonneg & ~neg);
@@ -578,7 +604,7 @@ __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,popcnt"))) inline void
 // 32: p + np + q + 32 <= i + 64 <= len). The group of the last 32 to 63
 // labels uses masked stores, as compact_chunk_avx512 does.
 template <typename T>
-__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi2,popcnt"))) inline void
+__attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi2,popcnt,prfchw"))) inline void
 compact_chunk_avx512_vbmi2(const T* labels, int64_t len, int64_t negative_label, uint16_t* work,
                            int64_t* num_pos, int64_t* num_neg, PositiveBits* bits) {
   const LabelMatch<T> match(negative_label);
@@ -597,6 +623,7 @@ compact_chunk_avx512_vbmi2(const T* labels, int64_t len, int64_t negative_label,
   int64_t i = 0;
   for (; i + 32 <= len; i += 32) {
     request_labels_ahead(labels + i, 32);
+    request_work_ahead(work, p, len - q);
     __mmask32 neg, nonneg;
     class_masks_32(labels + i, match, &neg, &nonneg);
     const __mmask32 pos = nonneg & ~neg;
@@ -777,6 +804,7 @@ __attribute__((target("avx2,popcnt"))) inline void compact_chunk_avx2(
   int64_t i = 0;
   for (; i + 16 <= len; i += 8) {
     request_labels_ahead(labels + i, 8);
+    if ((i & 31) == 0) request_work_ahead(work, p, len - q);
     int neg, nonneg;
     class_masks_8(labels + i, match, &neg, &nonneg);
     const int pos = nonneg & ~neg;

@@ -40,6 +40,10 @@ SYNCFREE_HD int64_t num_chunks(int64_t n, int64_t chunk = kChunk) { return (n + 
 // kStridedLabelsAhead labels ahead).
 constexpr int64_t kLabelsAhead = 4096;
 constexpr int64_t kStridedLabelsAhead = 16;
+// How far ahead of each of its two streams of entries (the positives'
+// front, the negatives' back) a vector path of the host compaction requests
+// the workspace it will write, in entries (request_work_ahead, host_simd.h).
+constexpr int64_t kWorkAhead = 128;
 
 // The positives' labels of a chunk or a row, each as int64 (as a gather
 // outputs it: static_cast<int64_t> of the label), folded into their OR

@@ -37,5 +37,16 @@ inline void prefetch_l2(const void* address) {
 #endif
 }
 
+// Hints that *address will be written soon: its cache line is requested for
+// ownership (prefetchw where the calling code is compiled for it, a read
+// request otherwise, which gets the line alone where no other core holds it).
+inline void prefetch_for_write(const void* address) {
+#if defined(__GNUC__) || defined(__clang__)
+  __builtin_prefetch(address, 1, 3);
+#else
+  (void)address;
+#endif
+}
+
 }  // namespace core
 }  // namespace syncfree
