@@ -118,17 +118,19 @@ inline void request_labels_ahead(const T* labels, int64_t count) {
 // naive and a top-k sampler's call before each (one and two threads, each
 // vector path), and 0.97x with the row's labels and workspace cached; rows
 // of 1e4 and 3e4 took 0.98x to 1.01x (an Intel Xeon, 2026-12-05,
-// docs/benchmarks.md). With AVX-512 the requests are prefetchw (the line
-// alone, ready for the store); the AVX2 path's are read requests, which get
-// the line alone where no other core holds it. Hints only: the addresses
-// are computed as integers and may fall outside the chunk's entries; a
-// prefetch never faults.
+// docs/benchmarks.md). The AVX-512 paths are compiled for prefetchw; the
+// AVX2 path's requests are read requests (prefetch_for_write). Hints only:
+// the addresses are computed as integers and may fall outside the chunk's
+// entries (the first entries of each stream are not requested); a prefetch
+// never faults.
 inline void request_work_ahead(const uint16_t* work, int64_t p, int64_t back) {
   const uintptr_t base = reinterpret_cast<uintptr_t>(work);
-  const uintptr_t ahead = static_cast<uintptr_t>(kWorkAhead) * sizeof(uint16_t);
-  prefetch_for_write(reinterpret_cast<const void*>(base + static_cast<uintptr_t>(p) * 2 + ahead));
+  const uintptr_t entry = sizeof(uint16_t);
+  const uintptr_t ahead = static_cast<uintptr_t>(kWorkAhead);
   prefetch_for_write(
-      reinterpret_cast<const void*>(base + static_cast<uintptr_t>(back) * 2 - 2 - ahead));
+      reinterpret_cast<const void*>(base + (static_cast<uintptr_t>(p) + ahead) * entry));
+  prefetch_for_write(
+      reinterpret_cast<const void*>(base + (static_cast<uintptr_t>(back) - 1 - ahead) * entry));
 }
 
 #ifdef SYNCFREE_HAVE_AVX2_PATH
