@@ -117,12 +117,12 @@ inline void request_labels_ahead(const T* labels, int64_t count) {
 // 0.99x the time at one row of 1e5 and of 1e6 int64 labels, with a
 // naive and a top-k sampler's call before each (one and two threads, each
 // vector path), and 0.97x with the row's labels and workspace cached; rows
-// of 1e4 and 3e4 took 0.98x to 1.01x (an Intel Xeon, 2026-12-05,
+// of 1e4 and 3e4 took 0.99x to 1.01x (an Intel Xeon, 2026-12-05,
 // docs/benchmarks.md). The AVX-512 paths are compiled for prefetchw; the
 // AVX2 path's requests are read requests (prefetch_for_write). Hints only:
 // the addresses are computed as integers and may fall outside the chunk's
-// entries (the first entries of each stream are not requested); a prefetch
-// never faults.
+// entries; a prefetch never faults. A stream's first kWorkAhead entries are
+// not requested.
 inline void request_work_ahead(const uint16_t* work, int64_t p, int64_t back) {
   const uintptr_t base = reinterpret_cast<uintptr_t>(work);
   const uintptr_t entry = sizeof(uint16_t);
