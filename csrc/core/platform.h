@@ -18,35 +18,28 @@
 namespace syncfree {
 namespace core {
 
-// Hints that *address will be read (host code; no effect on the results):
-// soon (prefetch: into every cache level), or not as soon (prefetch_l2: into
-// the L2 cache).
-inline void prefetch(const void* address) {
+// A cache hint for *address (host code; no effect on the results): `Write`
+// 1 asks for the line to be written, 0 read; `Locality` 3 into every cache
+// level, 2 into the L2 cache (__builtin_prefetch's arguments). Nothing
+// where the compiler has no such builtin.
+template <int Write, int Locality>
+inline void cache_hint(const void* address) {
 #if defined(__GNUC__) || defined(__clang__)
-  __builtin_prefetch(address);
+  __builtin_prefetch(address, Write, Locality);
 #else
   (void)address;
 #endif
 }
 
-inline void prefetch_l2(const void* address) {
-#if defined(__GNUC__) || defined(__clang__)
-  __builtin_prefetch(address, 0, 2);
-#else
-  (void)address;
-#endif
-}
+// Hints that *address will be read: soon (prefetch: into every cache
+// level), or not as soon (prefetch_l2: into the L2 cache).
+inline void prefetch(const void* address) { cache_hint<0, 3>(address); }
+inline void prefetch_l2(const void* address) { cache_hint<0, 2>(address); }
 
 // Hints that *address will be written soon: its cache line is requested for
 // ownership (prefetchw where the calling code is compiled for it, a read
 // request otherwise, which gets the line alone where no other core holds it).
-inline void prefetch_for_write(const void* address) {
-#if defined(__GNUC__) || defined(__clang__)
-  __builtin_prefetch(address, 1, 3);
-#else
-  (void)address;
-#endif
-}
+inline void prefetch_for_write(const void* address) { cache_hint<1, 3>(address); }
 
 }  // namespace core
 }  // namespace syncfree
