@@ -221,6 +221,10 @@ __attribute__((target("avx512f"))) inline FeistelAvx512 feistel_avx512_setup(
 // here because the core does not overlap them enough when each vector's
 // rounds come in turn (Zen 4, 2026-12-04: a pass took 1.16 ns a value with
 // each vector's rounds in turn, four vectors at a time; 0.87 with C = 8).
+// A value's bits above the domain's (m) are never read: each half enters
+// the round function masked, the sums' low bits depend only on their
+// terms' low bits, and the result is masked (cycle_walk_pack_first_avx512
+// keeps positions there).
 template <int C>
 __attribute__((target("avx512f"), always_inline)) inline void feistel_avx512(
     const FeistelAvx512& c, __m512i (&v)[C]) {
@@ -307,12 +311,55 @@ __attribute__((target("avx512f,popcnt"))) inline int64_t cycle_walk_pack_avx512(
   return out;
 }
 
+// The first packing of cycle_walk_avx512, over all of a batch's values,
+// in one vector where it can: the entries j < count of v whose v >= n,
+// each as v | j << kWalkPositionShift, packed to the front of passed
+// (room for count + 8), then their positions j written to pending[0,
+// returned count). One vpcompressq and one full store per 8 values instead
+// of two: the packing loops held about three quarters of the cycle walk's
+// own time, and the cycle walk's own time was about a quarter of
+// balanced_sample's at one row of 1e5. With it, balanced_sample took 0.95x
+// to 0.98x the time at single rows of 1e4 to 1e6 (one and two threads,
+// nothing between the calls; 0.96x to 0.99x after other samplers' calls),
+// the fused call 0.97x to 0.99x (an AMD EPYC, Zen 5, 2026-12-05,
+// docs/benchmarks.md). The values keep their positions in the bits above
+// the domain's, which a Feistel pass does not read (feistel_avx512), so
+// passed goes through the next pass as it is. For values below
+// 2^kWalkPositionShift and count at most 2^(64 - kWalkPositionShift).
+constexpr int kWalkPositionShift = 54;
+
+__attribute__((target("avx512f,popcnt"))) inline int64_t cycle_walk_pack_first_avx512(
+    const int64_t* v, int64_t count, __m512i n, int64_t* pending, int64_t* passed) {
+  const __m512i step = _mm512_set1_epi64(int64_t{8} << kWalkPositionShift);
+  __m512i at = _mm512_slli_epi64(_mm512_set_epi64(7, 6, 5, 4, 3, 2, 1, 0), kWalkPositionShift);
+  int64_t out = 0;
+  for (int64_t j = 0; j < count; j += 8) {
+    const __mmask8 live = first_lanes(count - j);
+    const __m512i x = _mm512_maskz_loadu_epi64(live, v + j);
+    const __mmask8 outside = _mm512_mask_cmpge_epu64_mask(live, x, n);
+    _mm512_storeu_si512(passed + out, _mm512_maskz_compress_epi64(outside, _mm512_or_si512(x, at)));
+    out += __builtin_popcount(outside);
+    at = _mm512_add_epi64(at, step);
+  }
+  for (int64_t j = 0; j < out; j += 8) {
+    const __mmask8 live = first_lanes(out - j);
+    _mm512_mask_storeu_epi64(
+        pending + j, live,
+        _mm512_srli_epi64(_mm512_maskz_loadu_epi64(live, passed + j), kWalkPositionShift));
+  }
+  return out;
+}
+
 // Permutation::operator() over values[0, count) (each in [0, 2^m)): one
 // pass over all, then the values still outside [0, n) packed (vpcompressq)
 // with their positions in pending / passed (each with room for count + 8)
 // and passed again, until at most 8 are left; those walk on in one
 // register, each lane until its value is inside (a pass of a few values
 // takes a round chain's latency, which the packing would only add to).
+// The first packing keeps each value's position in its high bits where
+// both fit 64 bits (cycle_walk_pack_first_avx512; always, for the
+// samplers' domains and batches), else packs the two apart as the later
+// ones do.
 __attribute__((target("avx512f,popcnt"))) inline void cycle_walk_avx512(const Permutation& perm,
                                                                  int64_t* values, int64_t count,
                                                                  int64_t* pending,
@@ -320,7 +367,11 @@ __attribute__((target("avx512f,popcnt"))) inline void cycle_walk_avx512(const Pe
   const FeistelAvx512 c = feistel_avx512_setup(perm);
   feistel_pass_avx512(c, values, count);
   const __m512i n = _mm512_set1_epi64(perm.size());
-  int64_t num_pending = cycle_walk_pack_avx512(nullptr, values, count, n, pending, passed);
+  const bool packs_positions = perm.domain_bits() <= kWalkPositionShift &&
+                               count <= (int64_t{1} << (64 - kWalkPositionShift));
+  int64_t num_pending =
+      packs_positions ? cycle_walk_pack_first_avx512(values, count, n, pending, passed)
+                      : cycle_walk_pack_avx512(nullptr, values, count, n, pending, passed);
   while (num_pending > 8) {
     feistel_pass_avx512(c, passed, num_pending);
     for (int64_t j = 0; j < num_pending; ++j) values[pending[j]] = passed[j];

@@ -961,9 +961,13 @@ TEST(SimdPaths, CycleWalkingIsTheSameOnEveryPath) {
   // [0, n) packed and passed again) on every path against
   // Permutation::operator(), over domains just above a power of two (about
   // half the values walk) and just below, batches of every tail length.
+  // 2^53 + 1 is the widest domain (54 bits) whose first packing keeps each
+  // value's position in its high bits (cycle_walk_pack_first_avx512),
+  // 2^54 + 1 the narrowest past it.
   std::mt19937_64 rng(53);
   for (int64_t n : {int64_t{129}, int64_t{255}, int64_t{257}, int64_t{4097}, int64_t{65535},
-                    (int64_t{1} << 33) + 1, INT64_MAX}) {
+                    (int64_t{1} << 33) + 1, (int64_t{1} << 53) + 1, (int64_t{1} << 54) + 1,
+                    INT64_MAX}) {
     for (int key = 0; key < 10; ++key) {
       const Permutation perm(rng(), n);
       const HostPermutation host(perm);
