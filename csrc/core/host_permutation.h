@@ -25,6 +25,12 @@ class HostPermutation {
   // their cost is shared by more (1024 values of a domain of 1e4 took
   // 0.82x the time of four walks of 256 on an Intel Xeon, docs/benchmarks.md).
   static constexpr int64_t kWalkBatch = 1024;
+#ifdef SYNCFREE_HAVE_AVX512_PATH
+  // A batch's positions fit above a value's bits in the vector path's
+  // first packing (cycle_walk_pack_first_avx512).
+  static_assert(kWalkBatch <= (int64_t{1} << (64 - kWalkPositionShift)),
+                "a walk batch's positions must fit the bits above the value's");
+#endif
   // The batch of values that callers pass to apply() at a time where a
   // batch's other arrays should stay small (the stratified sampler).
   static constexpr int64_t kApplyBatch = 256;

@@ -221,9 +221,9 @@ __attribute__((target("avx512f"))) inline FeistelAvx512 feistel_avx512_setup(
 // here because the core does not overlap them enough when each vector's
 // rounds come in turn (Zen 4, 2026-12-04: a pass took 1.16 ns a value with
 // each vector's rounds in turn, four vectors at a time; 0.87 with C = 8).
-// A value's bits above the domain's (m) are never read: each half enters
-// the round function masked, the sums' low bits depend only on their
-// terms' low bits, and the result is masked (cycle_walk_pack_first_avx512
+// A value's bits above the domain's (m) never affect its result: each half
+// enters the round function masked, the sums' low bits depend only on
+// their terms' low bits, and the result is masked (cycle_walk_pack_first_avx512
 // keeps positions there).
 template <int C>
 __attribute__((target("avx512f"), always_inline)) inline void feistel_avx512(
@@ -316,15 +316,15 @@ __attribute__((target("avx512f,popcnt"))) inline int64_t cycle_walk_pack_avx512(
 // each as v | j << kWalkPositionShift, packed to the front of passed
 // (room for count + 8), then their positions j written to pending[0,
 // returned count). One vpcompressq and one full store per 8 values instead
-// of two: the packing loops held about three quarters of the cycle walk's
-// own time, and the cycle walk's own time was about a quarter of
-// balanced_sample's at one row of 1e5. With it, balanced_sample took 0.95x
+// of two: in a profile of balanced_sample at one row of 1e5, the cycle
+// walk's own work took about 16% of the samples (a quarter of those in the
+// op's own functions), three quarters of it in its packing loops. With it, balanced_sample took 0.95x
 // to 0.98x the time at single rows of 1e4 to 1e6 (one and two threads,
 // nothing between the calls; 0.96x to 0.99x after other samplers' calls),
 // the fused call 0.97x to 0.99x (an AMD EPYC, Zen 5, 2026-12-05,
 // docs/benchmarks.md). The values keep their positions in the bits above
-// the domain's, which a Feistel pass does not read (feistel_avx512), so
-// passed goes through the next pass as it is. For values below
+// the domain's, which do not affect a Feistel pass's result
+// (feistel_avx512), so passed goes through the next pass as it is. For values below
 // 2^kWalkPositionShift and count at most 2^(64 - kWalkPositionShift).
 constexpr int kWalkPositionShift = 54;
 
@@ -356,10 +356,11 @@ __attribute__((target("avx512f,popcnt"))) inline int64_t cycle_walk_pack_first_a
 // and passed again, until at most 8 are left; those walk on in one
 // register, each lane until its value is inside (a pass of a few values
 // takes a round chain's latency, which the packing would only add to).
-// The first packing keeps each value's position in its high bits where
-// both fit 64 bits (cycle_walk_pack_first_avx512; always, for the
-// samplers' domains and batches), else packs the two apart as the later
-// ones do.
+// The first packing keeps each value's position in its high bits for
+// domains of up to kWalkPositionShift (54) bits and batches of up to
+// 2^(64 - kWalkPositionShift) (1024) values (cycle_walk_pack_first_avx512;
+// always, for the samplers' domains and HostPermutation's batches), else
+// packs the two apart as the later ones do.
 __attribute__((target("avx512f,popcnt"))) inline void cycle_walk_avx512(const Permutation& perm,
                                                                  int64_t* values, int64_t count,
                                                                  int64_t* pending,

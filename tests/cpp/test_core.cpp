@@ -961,8 +961,8 @@ TEST(SimdPaths, CycleWalkingIsTheSameOnEveryPath) {
   // [0, n) packed and passed again) on every path against
   // Permutation::operator(), over domains just above a power of two (about
   // half the values walk) and just below, batches of every tail length.
-  // 2^53 + 1 is the widest domain (54 bits) whose first packing keeps each
-  // value's position in its high bits (cycle_walk_pack_first_avx512),
+  // 2^53 + 1 has the widest domain (54 bits) whose first packing keeps
+  // each value's position in its high bits (cycle_walk_pack_first_avx512),
   // 2^54 + 1 the narrowest past it.
   std::mt19937_64 rng(53);
   for (int64_t n : {int64_t{129}, int64_t{255}, int64_t{257}, int64_t{4097}, int64_t{65535},
