@@ -223,8 +223,8 @@ __attribute__((target("avx512f"))) inline FeistelAvx512 feistel_avx512_setup(
 // each vector's rounds in turn, four vectors at a time; 0.87 with C = 8).
 // A value's bits above the domain's (m) never affect its result: each half
 // enters the round function masked, the sums' low bits depend only on
-// their terms' low bits, and the result is masked (cycle_walk_pack_first_avx512
-// keeps positions there).
+// their terms' low bits, and the result is masked
+// (cycle_walk_pack_first_avx512 keeps positions there).
 template <int C>
 __attribute__((target("avx512f"), always_inline)) inline void feistel_avx512(
     const FeistelAvx512& c, __m512i (&v)[C]) {
@@ -318,14 +318,15 @@ __attribute__((target("avx512f,popcnt"))) inline int64_t cycle_walk_pack_avx512(
 // returned count). One vpcompressq and one full store per 8 values instead
 // of two: in a profile of balanced_sample at one row of 1e5, the cycle
 // walk's own work took about 16% of the samples (a quarter of those in the
-// op's own functions), three quarters of it in its packing loops. With it, balanced_sample took 0.95x
-// to 0.98x the time at single rows of 1e4 to 1e6 (one and two threads,
-// nothing between the calls; 0.96x to 0.99x after other samplers' calls),
-// the fused call 0.97x to 0.99x (an AMD EPYC, Zen 5, 2026-12-05,
-// docs/benchmarks.md). The values keep their positions in the bits above
-// the domain's, which do not affect a Feistel pass's result
-// (feistel_avx512), so passed goes through the next pass as it is. For values below
-// 2^kWalkPositionShift and count at most 2^(64 - kWalkPositionShift).
+// op's own functions), three quarters of it in its packing loops. With
+// it, balanced_sample took 0.95x to 0.98x the time at single rows of 1e4
+// to 1e6 (one and two threads, nothing between the calls; 0.96x to 0.99x
+// after other samplers' calls), the fused call 0.97x to 0.99x (an AMD
+// EPYC, Zen 5, 2026-12-05, docs/benchmarks.md). The values keep their
+// positions in the bits above the domain's, which do not affect a Feistel
+// pass's result (feistel_avx512), so passed goes through the next pass as
+// it is. For values below 2^kWalkPositionShift and count at most
+// 2^(64 - kWalkPositionShift).
 constexpr int kWalkPositionShift = 54;
 
 __attribute__((target("avx512f,popcnt"))) inline int64_t cycle_walk_pack_first_avx512(
