@@ -8,12 +8,12 @@
 // evenly among the threads, or many rows, run whole, one after another on
 // each thread; fewer rows whose slots are worth splitting, and whose labels
 // are cached, are compacted by every thread that fills some of their slots,
-// into its own workspace, so that no thread reads what another wrote;
-// otherwise each step is a
-// parallel phase over all the rows. A phase with little work runs on the
-// calling thread (see parallel_grain); every unit writes its own part of
-// the outputs, so the results do not depend on how the units are split
-// over threads.
+// into its own workspace, so that no thread reads what another wrote,
+// except one such row, whose chunks the threads share, in one parallel
+// region; otherwise each step is a parallel phase over all the rows. A
+// phase with little work runs on the calling thread (see parallel_grain);
+// every unit writes its own part of the outputs, so the results do not
+// depend on how the units are split over threads.
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
 #include <torch/library.h>
@@ -95,7 +95,8 @@ void sample_rows(const at::Tensor& labels, const T* data, const core::BalancedPa
                  const ThreadSplit& split, const Workspace& ws, int64_t rows, int64_t n,
                  int64_t* out_indices, bool* out_valid, const RowGatherOf& row_gather) {
   const int64_t k = params.num_samples;
-  const int64_t chunks = core::num_chunks(n);
+  const int64_t chunk = split.chunk;
+  const int64_t chunks = core::num_chunks(n, chunk);
   const int64_t prefix_len = chunks + 1;
   const int64_t stride = labels.stride(-1);
   const int64_t negative_label = params.negative_label;
@@ -110,8 +111,8 @@ void sample_rows(const at::Tensor& labels, const T* data, const core::BalancedPa
 
   // Row r's chunk c, compacted into the workspace's row w.
   const auto compact_unit = [&](int64_t r, int64_t c, int64_t w) {
-    const int64_t start = c * core::kChunk;
-    const int64_t len = std::min(core::kChunk, n - start);
+    const int64_t start = c * chunk;
+    const int64_t len = std::min(chunk, n - start);
     core::PositiveBits* bits = nullptr;
     if (fold) {
       bits = &ws.folds[w * prefix_len + c + 1];
@@ -138,7 +139,7 @@ void sample_rows(const at::Tensor& labels, const T* data, const core::BalancedPa
   // Row r's block b of slots, from row r compacted into the workspace's row w.
   const auto slot_unit = [&](int64_t r, int64_t b, int64_t w) {
     const core::CompactRow row{ws.work + w * n, ws.pos_prefix + w * prefix_len,
-                               ws.neg_prefix + w * prefix_len, n, chunks};
+                               ws.neg_prefix + w * prefix_len, n, chunks, chunk};
     const core::RowPlan plan =
         core::make_row_plan(params, r, row.num_positive(), row.num_negative());
     const int64_t first = slots.begin(k, b);
@@ -174,8 +175,19 @@ void sample_rows(const at::Tensor& labels, const T* data, const core::BalancedPa
         }
       });
       return;
+    case ThreadSplit::kSharedRow: {
+      // One row (row 0 of the workspace): its chunks compacted by the tasks
+      // as they claim them, the prefix sums by the task that finishes the
+      // last, then each task's run of blocks of slots.
+      ClaimedPhase compaction(chunks);
+      at::parallel_for(0, blocks, split.slot_grain, [&](int64_t begin, int64_t end) {
+        compaction.run([&](int64_t c) { compact_unit(0, c, 0); }, [&] { prefix_row(0); });
+        for (int64_t b = begin; b < end; ++b) slot_unit(0, b, 0);
+      });
+      return;
+    }
     case ThreadSplit::kPhases:
-      at::parallel_for(0, rows * chunks, parallel_grain(std::min(n, core::kChunk) + kChunkWork),
+      at::parallel_for(0, rows * chunks, parallel_grain(std::min(n, chunk) + kChunkWork),
                        [&](int64_t begin, int64_t end) {
                          for (int64_t u = begin; u < end; ++u) {
                            compact_unit(u / chunks, u % chunks, u / chunks);
@@ -200,7 +212,8 @@ std::optional<Workspace> make_workspace(const char* op, const at::Tensor& labels
   const int64_t n = labels.size(-1);
   std::optional<Workspace> workspace;
   if (rows > 0 && k > 0 && n > 0) {
-    workspace.emplace(op, labels, split.copies, n, core::num_chunks(n) + 1, split.fold);
+    workspace.emplace(op, labels, split.copies, n, core::num_chunks(n, split.chunk) + 1,
+                      split.fold);
   }
   return workspace;
 }

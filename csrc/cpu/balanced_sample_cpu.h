@@ -40,6 +40,8 @@ constexpr size_t kScratchBytes = size_t{16} << 20;
 // the row reads all of them. One row of 1e6 int64 labels (8 MB, K = 1e5)
 // on two threads took 0.83x to 0.97x the time compacted in a phase,
 // balanced_sample alone 0.70x to 0.81x (2026-12-04, docs/benchmarks.md).
+// (Where the row is the call's only one, the tasks share it instead:
+// ThreadSplit::kSharedRow.)
 constexpr int64_t kSharedSlotWork = 32;
 
 // Rows of labels up to this many bytes (about the L2 cache of one core)
@@ -50,7 +52,9 @@ constexpr int64_t kSharedSlotWork = 32;
 // 2026-12-05; 0.79x to 0.94x at rows of 1e5 and 2e5 on an AMD EPYC,
 // 2026-12-04; docs/benchmarks.md). A row beyond it comes from memory, and
 // every task that compacted it would read all of it: it is compacted once,
-// in such a phase. The tests' rows beyond the cache
+// in such a phase. One row within it is shared by the tasks instead
+// (ThreadSplit::kSharedRow), compacted once, where kOwnRows would take it.
+// The tests' rows beyond the cache
 // (tests/python/gather/test_fused.py) are sized at about twice this (the
 // strided one just over it).
 constexpr int64_t kCachedLabelBytes = int64_t{1} << 20;
@@ -82,10 +86,11 @@ struct ThreadSplit {
     // four per thread), run whole, one after another on each thread: a
     // row's workspace is still in the cache when its slots read it.
     kWholeRows,
-    // Fewer rows of cached labels, with enough slots to split: each task
-    // fills a run of (row, block) units, and compacts each row of its run
-    // into its own workspace first. A row is compacted by every task that fills some of
-    // its slots (once per task), and no task reads what another wrote: the
+    // Fewer rows (more than one; one row: kSharedRow) of cached labels,
+    // with enough slots to split: each task fills a run of (row, block)
+    // units, and compacts each row of its run into its own workspace
+    // first. A row is compacted by every task that fills some of its
+    // slots (once per task), and no task reads what another wrote: the
     // random reads of a shared workspace, and the next call taking its
     // cache lines back, cost more than compacting the row again where the
     // row's labels are at most kSharedSlotWork units of work per slot of
@@ -94,19 +99,49 @@ struct ThreadSplit {
     // the calling thread keeps (8 MiB: four million labels; the memory
     // stays bounded whatever the thread count).
     kOwnRows,
+    // One row where kOwnRows would compact it in every task: the tasks
+    // share it in one parallel region instead. Its labels are cut into
+    // `chunk`-label chunks, as many as a multiple of the tasks (evenly, no
+    // cache line of the workspace split between two tasks); each task
+    // compacts the chunks it claims, the task that finishes the last one
+    // sums the counts (ClaimedPhase, cpu/common.h), and each task then fills
+    // its run of blocks of slots, reading the entries wherever they were
+    // compacted. Against kOwnRows, one row of 3e4 to 1e5 int64 labels (K =
+    // N / 10) on two threads took 0.91x to 0.98x the time after the other
+    // samplers' calls and 0.87x to 0.96x with nothing between the calls
+    // (both calls, an AMD EPYC Zen 5, 2026-12-05, docs/benchmarks.md): the
+    // compaction, which every task did whole, is split, and the reads of the
+    // other core's entries cost less than that there. kPhases, three
+    // parallel regions over chunks of kChunk (a row of 1e5 labels: 65536
+    // and 34464), had taken 1.01x kOwnRows' time at 1e5 and 1.04x at 5e4
+    // on that machine. Not measured on another CPU: on the machine that
+    // kSharedSlotWork cites, a read of another core's entry cost more.
+    kSharedRow,
     // Otherwise each step is a parallel phase over all the rows.
     kPhases,
   };
   Kind kind;
   SlotBlocks slots;    // each row's slots in blocks: step 3's units (row, block)
   int64_t row_grain;   // kWholeRows: the grain of rows
-  int64_t slot_grain;  // kOwnRows, kPhases: the grain of (row, block) units
+  int64_t slot_grain;  // kOwnRows, kSharedRow, kPhases: the grain of (row, block) units
   int64_t copies;      // compacted rows the workspace holds: one per row, or per task (kOwnRows)
+  int64_t chunk = core::kChunk;  // labels per chunk of the compaction (fewer: kSharedRow)
   // Whether the compaction folds the positives' labels (a fused gather's
   // rows beyond kFoldLabelBytes that a vector path compacts): the workspace
   // then holds the folds.
   bool fold = false;
 };
+
+// The chunk of a row of n labels shared by `tasks` tasks (kSharedRow): as
+// many chunks as a multiple of the tasks, each of at most core::kChunk
+// labels, of a multiple of 64 labels (the last may hold fewer, and a short
+// row fewer chunks): each 64 entries of 2 bytes are two whole cache lines
+// of the workspace (which starts on one), so two tasks never write one
+// line; and where the row's labels start on a line, so do each chunk's.
+inline int64_t shared_row_chunk(int64_t n, int64_t tasks) {
+  const int64_t chunks = tasks * ((n + tasks * core::kChunk - 1) / (tasks * core::kChunk));
+  return ((n + chunks - 1) / chunks + 63) / 64 * 64;
+}
 
 // slot_work is the work of one slot (units: cpu/common.h), label_bytes the
 // size of one label; a unit holds at most kSlotBlock slots (slot_blocks may
@@ -136,6 +171,11 @@ inline ThreadSplit split_threads(int64_t rows, int64_t n, int64_t k, int64_t lab
   const bool fits = static_cast<size_t>(tasks * n) * 2 <= kScratchBytes / 2;
   const bool cached = n * label_bytes <= kCachedLabelBytes;
   if (tasks > 1 && fits && cached && n + chunks * kChunkWork <= task_slots * kSharedSlotWork) {
+    if (rows == 1) {
+      ThreadSplit split{ThreadSplit::kSharedRow, slots, parallel_grain(row_work), slot_grain, 1};
+      split.chunk = shared_row_chunk(n, tasks);
+      return split;
+    }
     return {ThreadSplit::kOwnRows, slots, parallel_grain(row_work), slot_grain, tasks};
   }
   return {ThreadSplit::kPhases, slots, parallel_grain(row_work), slot_grain, rows};

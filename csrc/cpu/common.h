@@ -16,11 +16,17 @@
 #include <c10/util/Optional.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
+#include <thread>
 #include <type_traits>
 #include <utility>
+
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__) || defined(_M_IX86)
+#include <immintrin.h>  // _mm_pause
+#endif
 
 #include "core/label_compaction.h"  // PositiveBits
 #include "core/labels.h"           // negative_value
@@ -91,6 +97,61 @@ inline int64_t parallel_grain(int64_t unit_work) {
   unit_work = std::max<int64_t>(unit_work, 1);
   return std::max<int64_t>(1, kParallelWork / unit_work);
 }
+
+// A phase of `units` units shared by the tasks of one parallel region as
+// they come: each task that calls run() takes units one at a time while any
+// is left; the task that finishes the last unit runs `last` (what needs
+// every unit done: a row's prefix sums); and every task returns once `last`
+// has run, having seen all that the units and `last` wrote. A task waits
+// only for units that running tasks took, so the phase ends whether the
+// region's tasks run at once, one after another on the calling thread
+// (at::parallel_for inside a parallel region), or any mix of the two. A
+// waiting task spins (a pause an iteration) for kSpins iterations, then
+// yields its core at every iteration (more threads than cores). The units
+// and `last` must not throw: the other tasks would wait for them forever.
+class ClaimedPhase {
+ public:
+  explicit ClaimedPhase(int64_t units) : units_(units) {
+    TORCH_INTERNAL_ASSERT(units > 0, "a claimed phase needs a unit, got ", units);
+  }
+  ClaimedPhase(const ClaimedPhase&) = delete;
+  ClaimedPhase& operator=(const ClaimedPhase&) = delete;
+
+  template <typename Unit, typename Last>
+  void run(const Unit& unit, const Last& last) {
+    for (int64_t u = next_.fetch_add(1, std::memory_order_relaxed); u < units_;
+         u = next_.fetch_add(1, std::memory_order_relaxed)) {
+      unit(u);
+      // acq_rel: the task that finishes the last unit has seen every
+      // unit's writes, and publishes them with its own through open_.
+      if (done_.fetch_add(1, std::memory_order_acq_rel) + 1 == units_) {
+        last();
+        open_.store(true, std::memory_order_release);
+      }
+    }
+    for (int64_t spins = 0; !open_.load(std::memory_order_acquire); ++spins) {
+      if (spins < kSpins) {
+        pause();
+      } else {
+        std::this_thread::yield();
+      }
+    }
+  }
+
+ private:
+  static constexpr int64_t kSpins = 1024;
+  static void pause() {
+#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__) || defined(_M_IX86)
+    _mm_pause();
+#elif defined(__aarch64__)
+    asm volatile("yield");
+#endif
+  }
+  const int64_t units_;
+  std::atomic<int64_t> next_{0};
+  std::atomic<int64_t> done_{0};
+  std::atomic<bool> open_{false};
+};
 
 // Blocks of each row's k slots for a phase of rows x blocks units, slot_work
 // units of work per slot, blocks of at most `cap` slots; where the phase can

@@ -67,7 +67,10 @@ TEST(CpuParallel, SameBitsOnOneThreadAndOnSeveral) {
       {32, 1000, 100, 16},         // whole rows, two tasks (32 >= 4 x 3 and 8 x 4)
       {256, 1000, 100, 16},        // whole rows, as many tasks as threads
       {4096, 64, 6, 16},           // many short rows
-      {1, 100000, 10000, 16},      // one row, each task compacts it (phases on 8 threads)
+      {1, 100000, 10000, 16},      // one row, the tasks share its chunks (phases on 8 threads)
+      {1, 100003, 10000, 4},       // the same, the last chunk shorter
+      {1, 131072, 13000, 4},       // two chunks of 65536 on 2 threads, three of 43712 or fewer on 3
+      {1, 100, 10000, 4},          // fewer chunks of 64 labels than tasks; k > n
       {3, 20000, 6000, 4},         // each task compacts its rows; a task's slots span two rows
       {1, 300000, 6000, 4},        // one row, few slots per label: phases
       {1, 300000, 30000, 4},       // one row of labels beyond the cache (2.4 MB): phases
@@ -136,32 +139,33 @@ TEST(CpuParallel, EachShapeTakesTheSplitItIsMeantTo) {
     int64_t label_bytes = 1;  // bool labels unless said: the cached rows' limit is in bytes
   };
   const auto whole = ThreadSplit::kWholeRows, own = ThreadSplit::kOwnRows,
-             phases = ThreadSplit::kPhases;
+             shared = ThreadSplit::kSharedRow, phases = ThreadSplit::kPhases;
   const std::vector<Case> cases = {
       {1, 1, 100000, 10000, whole, whole},       // one thread: whole rows
       {2, 32, 1000, 100, whole, whole},          // rows a multiple of the threads
       {3, 32, 1000, 100, whole, whole},          // at least four rows per thread
       {8, 32, 1000, 100, whole, whole},
-      {2, 1, 100000, 10000, own, own},           // one row, K = N / 10: each task compacts it
-      {3, 1, 100000, 10000, own, own},
+      {2, 1, 100000, 10000, shared, shared},     // one row, K = N / 10: the tasks share it
+      {3, 1, 100000, 10000, shared, shared},
       {8, 1, 100000, 10000, phases, phases},     // four tasks (eight fused): too few slots each to compact the row
       {2, 3, 20000, 6000, own, own},             // three rows, a task's slots span two
       {2, 1, 300000, 6000, phases, phases},      // few slots per label
       {2, 1, 1000000, 10000, phases, phases},
-      {2, 1, 1000000, 100000, own, own},         // one row of 1e6 bool labels, K = N / 10
+      {2, 1, 1000000, 100000, shared, shared},   // one row of 1e6 bool labels, K = N / 10
       {2, 1, 1000000, 100000, phases, phases, 8},  // int64 labels: 8 MB, beyond the cache
-      {2, 1, 1 << 20, 1 << 17, own, own},        // the cached rows' limit, 1 MiB of labels
+      {2, 1, 1 << 20, 1 << 17, shared, shared},  // the cached rows' limit, 1 MiB of labels
       {2, 1, (1 << 20) + 1, 1 << 17, phases, phases},  // just over it
-      {2, 1, 1 << 17, 1 << 14, own, own, 8},     // int64 labels: the same limit
+      {2, 1, 1 << 17, 1 << 14, shared, shared, 8},  // int64 labels: the same limit
       {2, 1, (1 << 17) + 1, 1 << 14, phases, phases, 8},
-      {2, 1, 100000, 10000, own, own, 8},        // one row of 1e5 int64 labels (800 kB)
+      {2, 1, 100000, 10000, shared, shared, 8},  // one row of 1e5 int64 labels (800 kB)
       {4, 1, 1000000, 125000, phases, phases},   // four tasks need 32 K / 4 >= N + 64 x 16 chunks
-      {4, 1, 1000000, 125128, own, own},
+      {4, 1, 1000000, 125128, shared, shared},
       {2, 2, 3 * 65536 + 9, 9000, whole, whole}, // rows a multiple of the threads
       {2, 1, 5000000, 10000000, phases, phases}, // two copies of the row would take 20 MB
-      {8, 1, 1 << 19, 1 << 19, own, own},        // eight copies take 8 MiB: the cap
-      {8, 1, (1 << 19) + 1, 1 << 19, phases, phases},  // just over it
+      {8, 1, 1 << 19, 1 << 19, shared, shared},  // where eight copies would take 8 MiB: the cap
+      {8, 1, (1 << 19) + 1, 1 << 19, phases, phases},  // just over it (one row: where kOwnRows would go)
       {2, 1, 100, 1, phases, phases},            // one slot: phases, each on the calling thread
+      {3, 1, 100, 10000, shared, shared},        // a shared row of fewer chunks than tasks
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(::testing::Message() << c.threads << " threads, rows " << c.rows << ", n "
@@ -179,6 +183,13 @@ TEST(CpuParallel, EachShapeTakesTheSplitItIsMeantTo) {
       } else {
         EXPECT_EQ(split.copies, c.rows);
       }
+      // Only a shared row is cut into chunks shorter than the compaction's.
+      if (split.kind == ThreadSplit::kSharedRow) {
+        EXPECT_EQ(c.rows, 1);
+        EXPECT_LT(split.chunk, c.n);
+      } else {
+        EXPECT_EQ(split.chunk, syncfree::core::kChunk);
+      }
     }
   }
   // A call with no row takes no split, whatever its k.
@@ -186,6 +197,78 @@ TEST(CpuParallel, EachShapeTakesTheSplitItIsMeantTo) {
   const ThreadSplit none = sample_split(0, 10, std::numeric_limits<int64_t>::max(), 8);
   EXPECT_EQ(none.kind, ThreadSplit::kWholeRows);
   EXPECT_EQ(none.copies, 0);
+}
+
+TEST(CpuParallel, ASharedRowIsCutIntoEvenChunksOfWholeLines) {
+  // shared_row_chunk: as many chunks as a multiple of the tasks, each at
+  // most kChunk labels and a multiple of 64 (so that two tasks never write
+  // one cache line of the workspace), no longer than that needs.
+  using syncfree::core::kChunk;
+  using syncfree::core::num_chunks;
+  using syncfree::ops::shared_row_chunk;
+  for (const int64_t tasks : {2, 3, 4, 8, 16}) {
+    for (const int64_t n : {int64_t{1}, int64_t{63}, int64_t{64}, int64_t{100}, int64_t{130},
+                            int64_t{3000}, int64_t{65536}, int64_t{100000}, int64_t{131072},
+                            int64_t{131073}, int64_t{1} << 20, (int64_t{1} << 20) + 1,
+                            int64_t{10000000}}) {
+      SCOPED_TRACE(::testing::Message() << tasks << " tasks, n " << n);
+      const int64_t planned = tasks * ((n + tasks * kChunk - 1) / (tasks * kChunk));
+      const int64_t chunk = shared_row_chunk(n, tasks);
+      EXPECT_EQ(chunk % 64, 0);
+      EXPECT_GT(chunk, 0);
+      EXPECT_LE(chunk, kChunk);
+      EXPECT_GE(chunk, (n + planned - 1) / planned);
+      EXPECT_LT(chunk, (n + planned - 1) / planned + 64);
+      EXPECT_LE(num_chunks(n, chunk), planned);
+    }
+  }
+}
+
+TEST(CpuParallel, AClaimedPhaseRunsEachUnitOnceAndItsLastStepAfterThemAll) {
+  // Every unit runs once, `last` once after all of them, and every task
+  // returns having seen what they all wrote: on 1 to 8 threads, and with the
+  // region's tasks run one after another (at::parallel_for inside another
+  // parallel region runs inline).
+  using syncfree::ops::ClaimedPhase;
+  const ThreadCount restore;
+  for (const int threads : {1, 2, 3, 8}) {
+    at::set_num_threads(threads);
+    for (const int64_t units : {1, 2, 7, 100}) {
+      for (const bool nested : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << threads << " threads, " << units << " units"
+                                          << (nested ? ", nested" : ""));
+        const int64_t tasks = 2 * threads;
+        std::vector<int64_t> ran(static_cast<size_t>(units), 0);
+        std::vector<int64_t> seen(static_cast<size_t>(tasks), -1);
+        int64_t total = 0;
+        int64_t lasts = 0;
+        ClaimedPhase phase(units);
+        const auto region = [&] {
+          at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
+            for (int64_t t = begin; t < end; ++t) {
+              phase.run([&](int64_t u) { ran[static_cast<size_t>(u)] += 1; },
+                        [&] {
+                          ++lasts;
+                          for (const int64_t r : ran) total += r;
+                        });
+              seen[static_cast<size_t>(t)] = total;
+            }
+          });
+        };
+        if (nested) {
+          at::parallel_for(0, 2, 1, [&](int64_t begin, int64_t) {
+            if (begin == 0) region();
+          });
+        } else {
+          region();
+        }
+        EXPECT_EQ(lasts, 1);
+        EXPECT_EQ(total, units);
+        for (const int64_t r : ran) EXPECT_EQ(r, 1);
+        for (const int64_t s : seen) EXPECT_EQ(s, units);
+      }
+    }
+  }
 }
 
 TEST(CpuParallel, APhaseRunsInParallelExactlyWhenItHoldsMoreThanTheParallelWork) {
