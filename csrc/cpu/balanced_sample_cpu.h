@@ -102,7 +102,7 @@ struct ThreadSplit {
     // One row where kOwnRows would compact it in every task: the tasks
     // share it in one parallel region instead. Its labels are cut into
     // `chunk`-label chunks, as many as a multiple of the tasks (evenly, no
-    // cache line of the workspace split between two tasks); each task
+    // cache line holding the entries of two chunks); each task
     // compacts the chunks it claims, the task that finishes the last one
     // sums the counts (ClaimedPhase, cpu/common.h), and each task then fills
     // its run of blocks of slots, reading the entries wherever they were
@@ -135,9 +135,10 @@ struct ThreadSplit {
 // The chunk of a row of n labels shared by `tasks` tasks (kSharedRow): as
 // many chunks as a multiple of the tasks, each of at most core::kChunk
 // labels, of a multiple of 64 labels (the last may hold fewer, and a short
-// row fewer chunks): each 64 entries of 2 bytes are two whole cache lines
-// of the workspace (which starts on one), so two tasks never write one
-// line; and where the row's labels start on a line, so do each chunk's.
+// row fewer chunks): 64 entries of 2 bytes are two cache lines, so, the
+// workspace starting on a line, no line holds the entries of two chunks
+// (which two tasks would write); and where the row's labels start on a
+// line, so do each chunk's.
 inline int64_t shared_row_chunk(int64_t n, int64_t tasks) {
   const int64_t chunks = tasks * ((n + tasks * core::kChunk - 1) / (tasks * core::kChunk));
   return ((n + chunks - 1) / chunks + 63) / 64 * 64;

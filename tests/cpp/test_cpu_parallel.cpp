@@ -9,11 +9,14 @@
 #include <syncfree/syncfree.h>
 
 #include <algorithm>
+#include <atomic>
 #include <limits>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "core/host_sampler.h"
+#include "core/host_simd.h"
 #include "cpu/balanced_sample_cpu.h"
 #include "cpu/common.h"
 #include "ops/gather_sampled.h"
@@ -60,7 +63,8 @@ TEST(CpuParallel, SameBitsOnOneThreadAndOnSeveral) {
   const ThreadCount restore;
   // Rows that divide evenly among the threads, or many rows (at least four
   // per thread), run whole, row by row; fewer rows with many slots per
-  // label are compacted by each task that fills some of their slots; the
+  // label are compacted by each task that fills some of their slots, and
+  // one such row by the tasks together, a share of its chunks each; the
   // others run phase by phase (compaction, prefix sums, slots), each phase
   // split over the threads or, with little work, on the calling thread.
   const std::vector<Shape> shapes = {
@@ -222,52 +226,135 @@ TEST(CpuParallel, ASharedRowIsCutIntoEvenChunksOfWholeLines) {
       EXPECT_LE(num_chunks(n, chunk), planned);
     }
   }
+  // The rule's values at the shapes the tests and benchmarks use.
+  struct Case {
+    int64_t n, tasks, chunk, chunks;
+  };
+  for (const Case& c : std::vector<Case>{{100000, 2, 50048, 2},
+                                         {100000, 3, 33344, 3},
+                                         {131072, 3, 43712, 3},
+                                         {1000000, 2, 62528, 16},
+                                         {1000000, 3, 55616, 18},
+                                         {131073, 2, 32832, 4},
+                                         {65536, 2, 32768, 2},
+                                         {100, 3, 64, 2},
+                                         {1, 2, 64, 1}}) {
+    SCOPED_TRACE(::testing::Message() << c.tasks << " tasks, n " << c.n);
+    EXPECT_EQ(shared_row_chunk(c.n, c.tasks), c.chunk);
+    EXPECT_EQ(num_chunks(c.n, c.chunk), c.chunks);
+  }
 }
 
 TEST(CpuParallel, AClaimedPhaseRunsEachUnitOnceAndItsLastStepAfterThemAll) {
-  // Every unit runs once, `last` once after all of them, and every task
-  // returns having seen what they all wrote: on 1 to 8 threads, and with the
-  // region's tasks run one after another (at::parallel_for inside another
-  // parallel region runs inline).
+  // Every unit runs once, `last` once, after every unit has finished, and
+  // every task returns only after `last`, having seen all that the units
+  // and `last` wrote: with 1 to 8 tasks on threads of their own, and with
+  // the tasks run one after another on the calling thread (as
+  // at::parallel_for runs them inside another parallel region). The tasks
+  // run on std::threads: this file is not compiled with OpenMP, so its own
+  // at::parallel_for calls would run inline. Each unit takes a while (tens
+  // of microseconds), so that a task that returned early, or a `last` that
+  // ran before the other units finished, would be seen. Failures are
+  // counted in the tasks and checked on the calling thread.
   using syncfree::ops::ClaimedPhase;
-  const ThreadCount restore;
-  for (const int threads : {1, 2, 3, 8}) {
-    at::set_num_threads(threads);
+  for (const int tasks : {1, 2, 3, 8}) {
     for (const int64_t units : {1, 2, 7, 100}) {
-      for (const bool nested : {false, true}) {
-        SCOPED_TRACE(::testing::Message() << threads << " threads, " << units << " units"
-                                          << (nested ? ", nested" : ""));
-        const int64_t tasks = 2 * threads;
-        std::vector<int64_t> ran(static_cast<size_t>(units), 0);
-        std::vector<int64_t> seen(static_cast<size_t>(tasks), -1);
-        int64_t total = 0;
-        int64_t lasts = 0;
-        ClaimedPhase phase(units);
-        const auto region = [&] {
-          at::parallel_for(0, tasks, 1, [&](int64_t begin, int64_t end) {
-            for (int64_t t = begin; t < end; ++t) {
-              phase.run([&](int64_t u) { ran[static_cast<size_t>(u)] += 1; },
-                        [&] {
-                          ++lasts;
-                          for (const int64_t r : ran) total += r;
-                        });
-              seen[static_cast<size_t>(t)] = total;
-            }
-          });
-        };
-        if (nested) {
-          at::parallel_for(0, 2, 1, [&](int64_t begin, int64_t) {
-            if (begin == 0) region();
-          });
-        } else {
-          region();
+      for (const bool inline_tasks : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << tasks << " tasks, " << units << " units"
+                                          << (inline_tasks ? ", one after another" : ""));
+        std::unique_ptr<std::atomic<int64_t>[]> ran(new std::atomic<int64_t>[units]);
+        std::unique_ptr<std::atomic<bool>[]> finished(new std::atomic<bool>[units]);
+        for (int64_t u = 0; u < units; ++u) {
+          ran[u] = 0;
+          finished[u] = false;
         }
-        EXPECT_EQ(lasts, 1);
+        std::atomic<int64_t> lasts{0}, unfinished_at_last{0}, early_returns{0};
+        int64_t total = 0;  // written by `last` alone, read by every task after run()
+        std::vector<int64_t> seen(static_cast<size_t>(tasks), -1);
+        ClaimedPhase phase(units);
+        const auto task = [&](int t) {
+          phase.run(
+              [&](int64_t u) {
+                ran[u] += 1;
+                volatile int64_t sink = 0;
+                for (int64_t i = 0; i < 20000; ++i) sink = sink + i;
+                finished[u].store(true, std::memory_order_relaxed);
+              },
+              [&] {
+                ++lasts;
+                for (int64_t u = 0; u < units; ++u) {
+                  if (!finished[u].load(std::memory_order_relaxed)) ++unfinished_at_last;
+                  total += ran[u].load(std::memory_order_relaxed);
+                }
+              });
+          if (lasts.load(std::memory_order_relaxed) != 1) ++early_returns;
+          seen[static_cast<size_t>(t)] = total;
+        };
+        if (inline_tasks) {
+          for (int t = 0; t < tasks; ++t) task(t);
+        } else {
+          std::vector<std::thread> threads;
+          for (int t = 0; t < tasks; ++t) threads.emplace_back(task, t);
+          for (std::thread& thread : threads) thread.join();
+        }
+        EXPECT_EQ(lasts.load(), 1);
+        EXPECT_EQ(unfinished_at_last.load(), 0);
+        EXPECT_EQ(early_returns.load(), 0);
         EXPECT_EQ(total, units);
-        for (const int64_t r : ran) EXPECT_EQ(r, 1);
+        for (int64_t u = 0; u < units; ++u) EXPECT_EQ(ran[u].load(), 1) << "unit " << u;
         for (const int64_t s : seen) EXPECT_EQ(s, units);
       }
     }
+  }
+}
+
+TEST(CpuParallel, ASharedRowOfManyChunksGivesTheSameBits) {
+  // One row of 1e6 uint8 labels (1 MB, within the cached rows' limit), K =
+  // 1e5: on 2 threads the tasks share it in 16 chunks of 62528 labels, on 3
+  // in 18 of 55616 (more chunks than the lookup compares one by one: the
+  // search); 8 threads run three phases (too few slots a task to share the
+  // row where each task would compact it). The same bits as on one
+  // thread and as the serial reference, for balanced_sample, its gather and
+  // the fused call.
+  using syncfree::core::kLinearChunkSearch;
+  using syncfree::core::num_chunks;
+  using syncfree::ops::sample_split;
+  using syncfree::ops::ThreadSplit;
+  const ThreadCount restore;
+  const int64_t n = 1000000, k = 100000, seed = 5;
+  at::manual_seed(seed);
+  const at::Tensor labels = at::randint(0, 3, {1, n}, at::kByte);
+  const at::Tensor features = at::randn({1, n, 4});
+
+  at::set_num_threads(1);
+  const Outputs one = run(features, labels, k, seed);
+  syncfree::core::BalancedParams p;
+  p.num_samples = k;
+  p.positive_fraction = 0.3;
+  p.seed = static_cast<uint64_t>(seed);
+  std::vector<int64_t> want(static_cast<size_t>(k));
+  std::unique_ptr<bool[]> want_valid(new bool[static_cast<size_t>(k)]);
+  syncfree::core::sample_rows_serial(labels.data_ptr<uint8_t>(), 1, n, p, want.data(),
+                                     want_valid.get());
+  const int64_t* got = one.indices.data_ptr<int64_t>();
+  const bool* got_valid = one.valid.data_ptr<bool>();
+  for (int64_t i = 0; i < k; ++i) {
+    ASSERT_EQ(got[i], want[static_cast<size_t>(i)]) << "slot " << i;
+    ASSERT_EQ(got_valid[i], want_valid[static_cast<size_t>(i)]) << "slot " << i;
+  }
+
+  for (const int threads : {2, 3, 8}) {
+    SCOPED_TRACE(::testing::Message() << threads << " threads");
+    at::set_num_threads(threads);
+    const ThreadSplit split = sample_split(1, n, k, 1);
+    EXPECT_EQ(split.kind, threads == 8 ? ThreadSplit::kPhases : ThreadSplit::kSharedRow);
+    if (threads == 2) EXPECT_EQ(num_chunks(n, split.chunk), 16);
+    if (threads == 3) EXPECT_GT(num_chunks(n, split.chunk), kLinearChunkSearch);
+    const Outputs many = run(features, labels, k, seed);
+    EXPECT_TRUE(many.indices.equal(one.indices));
+    EXPECT_TRUE(many.valid.equal(one.valid));
+    EXPECT_TRUE(many.features.equal(one.features));
+    EXPECT_TRUE(many.labels.equal(one.labels));
   }
 }
 
