@@ -268,7 +268,11 @@ TEST(CpuParallel, AClaimedPhaseRunsEachUnitOnceAndItsLastStepAfterThemAll) {
           ran[u] = 0;
           finished[u] = false;
         }
-        std::atomic<int64_t> lasts{0}, unfinished_at_last{0}, early_returns{0};
+        // Plain memory each unit writes once, read by `last` and by every
+        // task after run(): what the phase's ordering must make visible
+        // (a race a thread sanitizer would see where it did not).
+        std::vector<int64_t> payload(static_cast<size_t>(units), 0);
+        std::atomic<int64_t> lasts{0}, unfinished_at_last{0}, early_returns{0}, unseen{0};
         int64_t total = 0;  // written by `last` alone, read by every task after run()
         std::vector<int64_t> seen(static_cast<size_t>(tasks), -1);
         ClaimedPhase phase(units);
@@ -276,6 +280,7 @@ TEST(CpuParallel, AClaimedPhaseRunsEachUnitOnceAndItsLastStepAfterThemAll) {
           phase.run(
               [&](int64_t u) {
                 ran[u] += 1;
+                payload[static_cast<size_t>(u)] = u + 1;
                 volatile int64_t sink = 0;
                 for (int64_t i = 0; i < 20000; ++i) sink = sink + i;
                 finished[u].store(true, std::memory_order_relaxed);
@@ -284,10 +289,14 @@ TEST(CpuParallel, AClaimedPhaseRunsEachUnitOnceAndItsLastStepAfterThemAll) {
                 ++lasts;
                 for (int64_t u = 0; u < units; ++u) {
                   if (!finished[u].load(std::memory_order_relaxed)) ++unfinished_at_last;
+                  if (payload[static_cast<size_t>(u)] != u + 1) ++unseen;
                   total += ran[u].load(std::memory_order_relaxed);
                 }
               });
           if (lasts.load(std::memory_order_relaxed) != 1) ++early_returns;
+          for (int64_t u = 0; u < units; ++u) {
+            if (payload[static_cast<size_t>(u)] != u + 1) ++unseen;
+          }
           seen[static_cast<size_t>(t)] = total;
         };
         if (inline_tasks) {
@@ -300,6 +309,7 @@ TEST(CpuParallel, AClaimedPhaseRunsEachUnitOnceAndItsLastStepAfterThemAll) {
         EXPECT_EQ(lasts.load(), 1);
         EXPECT_EQ(unfinished_at_last.load(), 0);
         EXPECT_EQ(early_returns.load(), 0);
+        EXPECT_EQ(unseen.load(), 0);
         EXPECT_EQ(total, units);
         for (int64_t u = 0; u < units; ++u) EXPECT_EQ(ran[u].load(), 1) << "unit " << u;
         for (const int64_t s : seen) EXPECT_EQ(s, units);
@@ -311,11 +321,11 @@ TEST(CpuParallel, AClaimedPhaseRunsEachUnitOnceAndItsLastStepAfterThemAll) {
 TEST(CpuParallel, ASharedRowOfManyChunksGivesTheSameBits) {
   // One row of 1e6 uint8 labels (1 MB, within the cached rows' limit), K =
   // 1e5: on 2 threads the tasks share it in 16 chunks of 62528 labels, on 3
-  // in 18 of 55616 (more chunks than the lookup compares one by one: the
-  // search); 8 threads run three phases (too few slots a task to share the
-  // row where each task would compact it). The same bits as on one
-  // thread and as the serial reference, for balanced_sample, its gather and
-  // the fused call.
+  // in 18 of 55616 (more than the 16 that the AVX-512 lookup compares one
+  // by one: it searches); 8 threads run three phases (copies of the row for
+  // eight tasks would not fit, nor would its slots pay for them). The same
+  // bits as on one thread and as the serial reference, for balanced_sample,
+  // its gather and the fused call.
   using syncfree::core::kLinearChunkSearch;
   using syncfree::core::num_chunks;
   using syncfree::ops::sample_split;
