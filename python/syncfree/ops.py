@@ -29,15 +29,18 @@ from torch import Tensor
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
 
-# The operators of the wrappers' calls outside TorchScript (the samplers'
-# common call: plain types, every keyword at its default; every call of
-# gather_sampled, compact and nms), looked up once: a call through
-# torch.ops.syncfree.<op> reads an attribute of three objects first.
-# Looked up once, five of these wrappers took 0.1 to 0.4 us less a tiny
-# call, and 1 to 9 us less after the other samplers' calls on 32 rows of
-# 1e4 labels; after one row of 1e5, no difference beyond the calls' spread
-# (docs/benchmarks.md, "Where two threads' time goes"). Other calls, and
-# TorchScript, go through torch.ops.syncfree.<op>.
+# The operators of these wrappers' calls outside TorchScript, looked up
+# once (a call through torch.ops.syncfree.<op> reads an attribute of three
+# objects first): the balanced samplers' calls with plain Python types and
+# negative_label, fill_positives, seed and generator at their defaults;
+# the stratified samplers' calls with fill, seed and generator at their
+# defaults; every call of gather_sampled, compact and nms. Looked up once,
+# five of these wrappers took 0.1 to 0.4 us less a tiny call, and 1 to 9
+# us less after the other samplers' calls on 32 rows of 1e4 labels; after
+# one row of 1e5, four took 0.3 to 7.7 us less and balanced_sample_gather
+# 0.8 to 3.9 us more (docs/benchmarks.md, "Where two threads' time goes:
+# the call outside its work"). Other calls, and TorchScript, go through
+# torch.ops.syncfree.<op>.
 _BALANCED_SAMPLE = torch.ops.syncfree.balanced_sample
 _BALANCED_SAMPLE_GATHER = torch.ops.syncfree.balanced_sample_gather
 _STRATIFIED_SAMPLE = torch.ops.syncfree.stratified_sample
