@@ -140,7 +140,7 @@ struct ThreadSplit {
 // (which two tasks would write); and where the row's labels start on a
 // line, so do each chunk's.
 inline int64_t shared_row_chunk(int64_t n, int64_t tasks) {
-  const int64_t chunks = tasks * ((n + tasks * core::kChunk - 1) / (tasks * core::kChunk));
+  const int64_t chunks = tasks * core::num_chunks(n, tasks * core::kChunk);
   return ((n + chunks - 1) / chunks + 63) / 64 * 64;
 }
 

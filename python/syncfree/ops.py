@@ -20,11 +20,11 @@ from torch import Tensor
 # it (host quotas through the internal op _check_class_quota). TorchScript
 # checks the types itself: these checks are skipped there.
 #
-# A call costs its wrapper about a microsecond: the common call (plain ints,
-# a float, a bool, no seed or generator) is recognized by one expression
-# and passed on positionally (keyword arguments cost torch.ops several
-# microseconds); any other call takes every check and passes its options by
-# keyword. The samplers' class_quota lists are checked once per distinct
+# A call costs its wrapper under a microsecond (0.4 to 0.9 us over
+# torch.ops, docs/benchmarks.md): the common call (plain ints, a float, a
+# bool, no seed or generator) is recognized by one expression and passed on
+# positionally (keyword arguments cost torch.ops several microseconds); any
+# other call takes every check and passes its options by keyword. The samplers' class_quota lists are checked once per distinct
 # list and kept as tensors (_QUOTAS).
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
