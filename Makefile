@@ -93,8 +93,9 @@ setup:
 	@scripts/setup-venv.sh $(TORCH) $(VENV)
 
 # The C++ build is configured the LibTorch way: from torch's CMake package
-# (CMAKE_PREFIX_PATH), with Python kept out of CMake. The Python package is
-# staged in $(BUILD)/python all the same.
+# (CMAKE_PREFIX_PATH), with Python kept out of CMake's search for torch. The
+# Python package is staged in $(BUILD)/python all the same, with the Python
+# entry syncfree._C compiled for the environment's Python (required here).
 $(BUILD)/build.ninja: | setup
 	@prefix=$$($(PYTHON) -c 'import torch.utils; print(torch.utils.cmake_prefix_path)') && \
 	cuda=$(CUDA) && \
@@ -105,6 +106,7 @@ $(BUILD)/build.ninja: | setup
 	echo "configure: torch $(TORCH), CUDA operator $$cuda" && \
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release \
 	  -DCMAKE_PREFIX_PATH="$$prefix" -DCMAKE_DISABLE_FIND_PACKAGE_Python3=ON \
+	  -DSYNCFREE_PYTHON_ENTRY=ON -DSYNCFREE_PYTHON="$(abspath $(PYTHON))" \
 	  -DSYNCFREE_WITH_CUDA=$$cuda -DCMAKE_CUDA_COMPILER=$(NVCC) \
 	  -DTORCH_CUDA_ARCH_LIST="$(TORCH_CUDA_ARCH_LIST)" $(CMAKE_FLAGS)
 
@@ -186,9 +188,12 @@ test-cpp:
 	cd $(BUILD) && PATH="$(CURDIR)/$(VENV)/bin:$$PATH" ctest --output-on-failure --no-tests=error
 
 # SYNCFREE_EXPECT_CUDA_OPERATOR: the tests fail, instead of skipping, when a
-# build that should have the CUDA operator does not register it.
+# build that should have the CUDA operator does not register it;
+# SYNCFREE_EXPECT_PYTHON_ENTRY=1, when the package lacks its Python entry
+# (syncfree._C: required by the build here and by the wheel check).
 test-python:
 	SYNCFREE_EXPECT_CUDA_OPERATOR=$$(grep -q '^SYNCFREE_CUDA_OPERATOR:INTERNAL=ON' $(BUILD)/CMakeCache.txt && echo 1 || echo 0) \
+	SYNCFREE_EXPECT_PYTHON_ENTRY=1 \
 	PYTHONPATH=$(CURDIR)/$(BUILD)/python $(PYTHON) -m pytest $(PYTEST_FLAGS) \
 	  $(if $(PYTEST_MARKERS),-m "$(PYTEST_MARKERS)") $(PYTEST_ARGS) tests/python
 
@@ -204,6 +209,7 @@ test-wheel:
 	cuda=$$(grep -q '^SYNCFREE_CUDA_OPERATOR:INTERNAL=ON' $(BUILD)/CMakeCache.txt && echo 1 || echo 0) && \
 	if [ $$cuda = 1 ]; then with_cuda=auto; else with_cuda=0; fi && \
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" SYNCFREE_WITH_CUDA=$$with_cuda SYNCFREE_EXPECT_CUDA_OPERATOR=$$cuda \
+	SYNCFREE_PYTHON_ENTRY=1 SYNCFREE_EXPECT_PYTHON_ENTRY=1 \
 	CUDA_HOME=$(NVCC_HOME) PYTEST_MARKERS="$(PYTEST_MARKERS)" PYTEST_FLAGS="$(PYTEST_FLAGS)" \
 	TORCH_CUDA_ARCH_LIST="$(TORCH_CUDA_ARCH_LIST)" scripts/check-wheel.sh $(VENV) $(BUILD)/wheel
 

@@ -7,7 +7,9 @@ The CUDA operator is built when torch is a CUDA build and nvcc is found
 (in $CUDA_HOME/bin, on PATH, or in /usr/local/cuda/bin), as torchvision's
 setup does; SYNCFREE_WITH_CUDA=0 leaves it out, SYNCFREE_WITH_CUDA=1 requires
 it (the build fails without it). The build prints its choice (pip shows it
-with -v).
+with -v). The Python entry (syncfree._C, the wrappers' faster way into the
+operators) is built where the building Python has its headers;
+SYNCFREE_PYTHON_ENTRY=0 leaves it out, SYNCFREE_PYTHON_ENTRY=1 requires it.
 
 Drives the same CMake build as `make` (CMakeLists.txt holds the only list of
 sources) and packages the staged Python package, python/syncfree plus the
@@ -71,6 +73,17 @@ def cuda_choice(setting, torch_cuda, nvcc):
     return False, "; ".join(missing)
 
 
+def python_entry_choice(setting):
+    """SYNCFREE_PYTHON_ENTRY ('0', '1', or unset/'auto') as CMake's
+    SYNCFREE_PYTHON_ENTRY: OFF, ON (the build fails without Python's headers)
+    or AUTO (built where this Python has its headers)."""
+    setting = (setting or "auto").strip().lower()
+    choices = {"0": "OFF", "1": "ON", "auto": "AUTO"}
+    if setting not in choices:
+        raise RuntimeError(f"SYNCFREE_PYTHON_ENTRY must be 0, 1 or unset (auto), got {setting!r}")
+    return choices[setting]
+
+
 def cmake_executable():
     # The cmake of the building environment (pip's cmake) before the system's.
     local = os.path.join(os.path.dirname(sys.executable), "cmake")
@@ -100,6 +113,7 @@ class CMakeBuild(build_ext):
             "-DSYNCFREE_WHEEL=ON",
             # TORCH_CUDA_ARCH_LIST picks the GPUs (default 9.0).
             "-DSYNCFREE_WITH_CUDA=" + ("ON" if with_cuda else "OFF"),
+            "-DSYNCFREE_PYTHON_ENTRY=" + python_entry_choice(os.environ.get("SYNCFREE_PYTHON_ENTRY")),
         ]
         if with_cuda:
             configure.append(f"-DCMAKE_CUDA_COMPILER={nvcc}")
@@ -117,10 +131,14 @@ class CMakeBuild(build_ext):
         if self.inplace:
             target = os.path.join(ROOT, "python", "syncfree")
         os.makedirs(target, exist_ok=True)
-        for name in ("libsyncfree.so", "_build_info.py"):
-            shutil.copy2(os.path.join(staged, name), os.path.join(target, name))
         with open(os.path.join(staged, "_build_info.py")) as f:
-            built = 'CUDA_OPERATOR = "ON" == "ON"' in f.read()
+            info = f.read()
+        built = 'CUDA_OPERATOR = "ON" == "ON"' in info
+        names = ["libsyncfree.so", "_build_info.py"]
+        if 'PYTHON_ENTRY = "ON" == "ON"' in info:  # the Python entry, syncfree._C
+            names += [n for n in os.listdir(staged) if n.startswith("_C.") and n.endswith(".so")]
+        for name in names:
+            shutil.copy2(os.path.join(staged, name), os.path.join(target, name))
         if built != with_cuda:
             raise RuntimeError(f"syncfree: the CUDA operator was {'not ' if with_cuda else ''}built, "
                                f"but {'was' if with_cuda else 'was not'} asked for ({why})")

@@ -41,6 +41,7 @@ meta = zipfile.ZipFile(wheel).read(meta_name).decode()
 minor = ".".join(torch.__version__.split("+")[0].split(".")[:2])
 expect = {
     "compiled library": any(n.endswith("syncfree/libsyncfree.so") for n in names),
+    "Python entry": any(n.startswith("syncfree/_C.") and n.endswith(".so") for n in names),
     "py.typed": "syncfree/py.typed" in names,
     "LICENSE": any(n.endswith("LICENSE") and ".dist-info/" in n for n in names),
     f"Requires-Dist: torch=={minor}.*": f"Requires-Dist: torch=={minor}.*" in meta,

@@ -10,6 +10,8 @@ from typing import Dict, List, Optional, Tuple, Union
 import torch
 from torch import Tensor
 
+from . import _build_info
+
 
 # The wrappers check only what the C++ operators cannot see: Python types.
 # Through the dispatcher a bool passes as an int (True is 1) and as a float,
@@ -20,11 +22,23 @@ from torch import Tensor
 # it (host quotas through the internal op _check_class_quota). TorchScript
 # checks the types itself: these checks are skipped there.
 #
-# A call costs its wrapper under a microsecond (0.4 to 0.9 us over
-# torch.ops, docs/benchmarks.md): the common call (plain ints, a float, a
-# bool, no seed or generator) is recognized by one expression and passed on
-# positionally (keyword arguments cost torch.ops several microseconds); any
-# other call takes every check and passes its options by keyword. The samplers' class_quota lists are checked once per distinct
+# Outside TorchScript and torch.compile, a wrapper first offers its call to
+# the library's own Python entry, syncfree._C (csrc/python/entry.cpp): the
+# same operator through the same dispatcher, its arguments converted by a few
+# type tests instead of torch.ops' generic code, which costs tens of
+# microseconds more a call once other work has evicted it from the caches
+# (docs/benchmarks.md, "The wrappers' own entry"). The entry takes plain
+# arguments only (tensors of type Tensor or Parameter, no torch function
+# mode, Python ints, floats, bools, None, torch.Generator) and returns
+# NotImplemented for anything else; the wrapper then checks the types and
+# calls torch.ops.syncfree.<op>, as it does where the entry was not built.
+#
+# Through torch.ops a call costs its wrapper under a microsecond (0.4 to 0.9
+# us over torch.ops, docs/benchmarks.md): the common call (plain ints, a
+# float, a bool, no seed or generator) is recognized by one expression and
+# passed on positionally (keyword arguments cost torch.ops several
+# microseconds); any other call takes every check and passes its options by
+# keyword. The samplers' class_quota lists are checked once per distinct
 # list and kept as tensors (_QUOTAS).
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
@@ -48,6 +62,33 @@ _STRATIFIED_SAMPLE_GATHER = torch.ops.syncfree.stratified_sample_gather
 _GATHER_SAMPLED = torch.ops.syncfree.gather_sampled
 _COMPACT = torch.ops.syncfree.compact
 _NMS = torch.ops.syncfree.nms
+
+# The entry's operators (syncfree._C.find), where it was built.
+if _build_info.PYTHON_ENTRY:
+    from . import _C
+
+    _ENTRY = _C.call
+    _ENTRY_BALANCED_SAMPLE = _C.find("syncfree::balanced_sample")
+    _ENTRY_BALANCED_SAMPLE_GATHER = _C.find("syncfree::balanced_sample_gather")
+    _ENTRY_STRATIFIED_SAMPLE = _C.find("syncfree::stratified_sample")
+    _ENTRY_STRATIFIED_SAMPLE_GATHER = _C.find("syncfree::stratified_sample_gather")
+    _ENTRY_GATHER_SAMPLED = _C.find("syncfree::gather_sampled")
+    _ENTRY_COMPACT = _C.find("syncfree::compact")
+    _ENTRY_NMS = _C.find("syncfree::nms")
+else:
+    _ENTRY = _ENTRY_BALANCED_SAMPLE = _ENTRY_BALANCED_SAMPLE_GATHER = None
+    _ENTRY_STRATIFIED_SAMPLE = _ENTRY_STRATIFIED_SAMPLE_GATHER = None
+    _ENTRY_GATHER_SAMPLED = _ENTRY_COMPACT = _ENTRY_NMS = None
+
+
+def _enter(op, *args):
+    """The call through syncfree._C (every argument of the schema, by
+    position), or NotImplemented where torch.ops must take it: the entry was
+    not built, torch.compile is tracing (it traces torch.ops), or an argument
+    is not a plain one."""
+    if _ENTRY is None or torch.compiler.is_compiling():
+        return NotImplemented
+    return _ENTRY(op, *args)
 
 
 def _check_tensor(op: str, name: str, value) -> None:
@@ -146,6 +187,10 @@ def balanced_sample(
         slots. No index appears twice in a row.
     """
     if not torch.jit.is_scripting():  # TorchScript checks the types itself
+        out = _enter(_ENTRY_BALANCED_SAMPLE, labels, num_samples, positive_fraction, negative_label,
+                     fill_positives, seed, generator)
+        if out is not NotImplemented:
+            return out
         if isinstance(labels, Tensor) and _plain_balanced_call(num_samples, positive_fraction, negative_label,
                                                                fill_positives, seed, generator):
             if negative_label == 0 and fill_positives:  # every keyword at its default
@@ -192,6 +237,10 @@ def balanced_sample_gather(
         features and label -1. Gradients flow to ``features``.
     """
     if not torch.jit.is_scripting():
+        out = _enter(_ENTRY_BALANCED_SAMPLE_GATHER, features, labels, num_samples, positive_fraction,
+                     negative_label, fill_positives, seed, generator)
+        if out is not NotImplemented:
+            return out
         if (isinstance(features, Tensor) and isinstance(labels, Tensor)
                 and _plain_balanced_call(num_samples, positive_fraction, negative_label, fill_positives, seed,
                                          generator)):
@@ -361,6 +410,9 @@ def stratified_sample(
     """
     quota = _stratified_quota("stratified_sample", labels, num_samples, class_quota, fill, seed, generator)
     if not torch.jit.is_scripting():
+        out = _enter(_ENTRY_STRATIFIED_SAMPLE, labels, num_samples, quota, fill, seed, generator)
+        if out is not NotImplemented:
+            return out
         if fill and seed is None and generator is None:  # every keyword at its default
             return _STRATIFIED_SAMPLE(labels, num_samples, quota)
     return torch.ops.syncfree.stratified_sample(
@@ -384,6 +436,9 @@ def gather_sampled(features: Tensor, labels: Tensor, indices: Tensor, valid: Ten
         label -1. Gradients flow to ``features``.
     """
     if not torch.jit.is_scripting():
+        out = _enter(_ENTRY_GATHER_SAMPLED, features, labels, indices, valid)
+        if out is not NotImplemented:
+            return out
         _check_tensor("gather_sampled", "features", features)
         _check_tensor("gather_sampled", "labels", labels)
         _check_tensor("gather_sampled", "indices", indices)
@@ -413,6 +468,9 @@ def stratified_sample_gather(
             _check_tensor("stratified_sample_gather", "features", features)
     quota = _stratified_quota("stratified_sample_gather", labels, num_samples, class_quota, fill, seed, generator)
     if not torch.jit.is_scripting():
+        out = _enter(_ENTRY_STRATIFIED_SAMPLE_GATHER, features, labels, num_samples, quota, fill, seed, generator)
+        if out is not NotImplemented:
+            return out
         if fill and seed is None and generator is None:  # every keyword at its default
             return _STRATIFIED_SAMPLE_GATHER(features, labels, num_samples, quota)
     return torch.ops.syncfree.stratified_sample_gather(
@@ -444,6 +502,9 @@ def compact(mask: Tensor, size: int) -> Tuple[Tensor, Tensor, Tensor]:
         ``torch.nonzero_static(mask, size=K).squeeze(1)``.
     """
     if not torch.jit.is_scripting():
+        out = _enter(_ENTRY_COMPACT, mask, size)
+        if out is not NotImplemented:
+            return out
         _check_tensor("compact", "mask", mask)
         _check_int("compact", "size", size)
         return _COMPACT(mask, size)
@@ -489,6 +550,9 @@ def nms(
         ``valid`` (bool) marks the filled slots.
     """
     if not torch.jit.is_scripting():
+        out = _enter(_ENTRY_NMS, boxes, scores, iou_threshold, max_output, idxs, valid)
+        if out is not NotImplemented:
+            return out
         _check_tensor("nms", "boxes", boxes)
         _check_tensor("nms", "scores", scores)
         _check_float("nms", "iou_threshold", iou_threshold)

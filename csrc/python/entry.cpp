@@ -1,0 +1,233 @@
+// syncfree._C: the Python wrappers' entry into the operators, beside
+// torch.ops.syncfree. A call through torch.ops converts its arguments by the
+// op's schema in torch's generic Python code; after other work has evicted
+// that code from the caches it costs tens of microseconds more than the call
+// through this module (docs/benchmarks.md, "The wrappers' own entry"). This
+// module calls the same operator through the same dispatcher, so that
+// autograd, the profiler, tracing and dispatch modes see the same call; only
+// the conversion of the arguments is its own, and it takes only what needs
+// no Python-level dispatch:
+//   - tensors of type torch.Tensor or torch.nn.Parameter exactly (no
+//     subclass: a subclass may override __torch_function__), while no torch
+//     function mode is active;
+//   - Python ints exactly (not bool) in int64, for int;
+//   - Python floats or ints exactly, for float;
+//   - True or False, for bool;
+//   - None, or what the type takes, for an optional type; torch.Generator
+//     exactly, for Generator.
+// Any other argument makes call() return NotImplemented, and the wrapper
+// goes through torch.ops (which dispatches __torch_function__, converts
+// SymInts and reports wrong types). Errors raised by the operator reach
+// Python as through torch.ops (torch's HANDLE_TH_ERRORS), warnings too.
+//
+//   op = _C.find("syncfree::balanced_sample_gather")   # once
+//   out = _C.call(op, features, labels, 256, 0.5, 0, True, None, None)
+//
+// call() takes every argument of the schema, by position, defaults included.
+// The module needs Python's headers and libtorch_python; the library
+// (libsyncfree.so) registers the operators, and find() looks them up.
+#include <Python.h>
+
+#include <ATen/PythonTorchFunctionTLS.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/core/stack.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/Generator.h>
+#include <torch/csrc/autograd/python_variable.h>
+
+#include <climits>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr const char* kCapsule = "syncfree._C.operator";
+
+// What call() converts each argument to.
+enum class Kind { kTensor, kOptionalTensor, kInt, kOptionalInt, kFloat, kBool, kOptionalGenerator };
+
+struct Entry {
+  c10::OperatorHandle op;
+  std::vector<Kind> kinds;
+  size_t returns;
+};
+
+// The argument's kind, or false when call() does not convert its type.
+bool kind_of(const c10::Type& type, Kind* kind) {
+  if (const auto optional = type.cast<c10::OptionalType>()) {
+    const auto& inner = *optional->getElementType();
+    if (inner.kind() == c10::TypeKind::TensorType) *kind = Kind::kOptionalTensor;
+    else if (inner.kind() == c10::TypeKind::IntType) *kind = Kind::kOptionalInt;
+    else if (inner.kind() == c10::TypeKind::GeneratorType) *kind = Kind::kOptionalGenerator;
+    else return false;
+    return true;
+  }
+  switch (type.kind()) {
+    case c10::TypeKind::TensorType: *kind = Kind::kTensor; return true;
+    case c10::TypeKind::IntType: *kind = Kind::kInt; return true;
+    case c10::TypeKind::FloatType: *kind = Kind::kFloat; return true;
+    case c10::TypeKind::BoolType: *kind = Kind::kBool; return true;
+    default: return false;
+  }
+}
+
+// find(qualified_name) -> a capsule of the operator and its arguments' kinds.
+// Raises RuntimeError for an operator that does not exist, TypeError for one
+// whose arguments or returns call() does not convert.
+PyObject* find(PyObject* /*module*/, PyObject* name) {
+  HANDLE_TH_ERRORS
+  if (!PyUnicode_Check(name)) {
+    PyErr_Format(PyExc_TypeError, "syncfree._C.find: expected an operator's name (str), got %s",
+                 Py_TYPE(name)->tp_name);
+    return nullptr;
+  }
+  const char* text = PyUnicode_AsUTF8(name);
+  if (text == nullptr) return nullptr;
+  const auto op = c10::Dispatcher::singleton().findSchemaOrThrow(text, "");
+  const auto& schema = op.schema();
+  auto entry = std::make_unique<Entry>(Entry{op, {}, schema.returns().size()});
+  for (const auto& argument : schema.arguments()) {
+    Kind kind;
+    if (!kind_of(*argument.type(), &kind)) {
+      PyErr_Format(PyExc_TypeError, "syncfree._C.find: %s: argument %s has type %s, which call() does not convert",
+                   text, argument.name().c_str(), argument.type()->str().c_str());
+      return nullptr;
+    }
+    entry->kinds.push_back(kind);
+  }
+  for (const auto& ret : schema.returns()) {
+    if (ret.type()->kind() != c10::TypeKind::TensorType) {
+      PyErr_Format(PyExc_TypeError, "syncfree._C.find: %s returns a %s, and call() returns tensors only", text,
+                   ret.type()->str().c_str());
+      return nullptr;
+    }
+  }
+  // The operators live as long as the process: so does their entry.
+  PyObject* capsule = PyCapsule_New(entry.get(), kCapsule, nullptr);
+  if (capsule != nullptr) entry.release();
+  return capsule;
+  END_HANDLE_TH_ERRORS
+}
+
+// One argument converted onto the stack; false when it is not one that
+// call() takes (the caller returns NotImplemented).
+bool push(PyObject* value, Kind kind, torch::jit::Stack& stack) {
+  switch (kind) {
+    case Kind::kOptionalTensor:
+      if (value == Py_None) {
+        stack.emplace_back();
+        return true;
+      }
+      [[fallthrough]];
+    case Kind::kTensor:
+      if (!THPVariable_CheckExact(value)) return false;
+      stack.emplace_back(THPVariable_Unpack(value));
+      return true;
+    case Kind::kOptionalInt:
+      if (value == Py_None) {
+        stack.emplace_back();
+        return true;
+      }
+      [[fallthrough]];
+    case Kind::kInt: {
+      if (!PyLong_CheckExact(value)) return false;  // bool is a subclass of int
+      int overflow = 0;
+      const long long v = PyLong_AsLongLongAndOverflow(value, &overflow);
+      if (overflow != 0 || (v == -1 && PyErr_Occurred())) {
+        PyErr_Clear();
+        return false;
+      }
+      stack.emplace_back(static_cast<int64_t>(v));
+      return true;
+    }
+    case Kind::kFloat:
+      if (PyFloat_CheckExact(value)) {
+        stack.emplace_back(PyFloat_AS_DOUBLE(value));
+        return true;
+      }
+      if (PyLong_CheckExact(value)) {
+        const double v = PyLong_AsDouble(value);
+        if (v == -1.0 && PyErr_Occurred()) {
+          PyErr_Clear();
+          return false;
+        }
+        stack.emplace_back(v);
+        return true;
+      }
+      return false;
+    case Kind::kBool:
+      if (value != Py_True && value != Py_False) return false;
+      stack.emplace_back(value == Py_True);
+      return true;
+    case Kind::kOptionalGenerator:
+      if (value == Py_None) {
+        stack.emplace_back();
+        return true;
+      }
+      if (Py_TYPE(value) != reinterpret_cast<PyTypeObject*>(THPGeneratorClass)) return false;
+      stack.emplace_back(THPGenerator_Unwrap(value));
+      return true;
+  }
+  return false;
+}
+
+// call(op, *arguments) -> the operator's outputs (a tuple of tensors, or the
+// one tensor), or NotImplemented when an argument is not one it converts.
+PyObject* call(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (nargs < 1) {
+    PyErr_SetString(PyExc_TypeError, "syncfree._C.call: expected an operator from syncfree._C.find");
+    return nullptr;
+  }
+  const auto* entry = static_cast<const Entry*>(PyCapsule_GetPointer(args[0], kCapsule));
+  if (entry == nullptr) return nullptr;  // PyCapsule_GetPointer raised
+  const auto given = static_cast<size_t>(nargs - 1);
+  if (given != entry->kinds.size()) {
+    PyErr_Format(PyExc_TypeError, "syncfree._C.call: %s takes %zu arguments (every one, by position), got %zu",
+                 entry->op.schema().name().c_str(), entry->kinds.size(), given);
+    return nullptr;
+  }
+  if (at::impl::torch_function_mode_enabled()) Py_RETURN_NOTIMPLEMENTED;
+  torch::jit::Stack stack;
+  stack.reserve(std::max(given, entry->returns));
+  for (size_t i = 0; i < given; ++i) {
+    if (!push(args[i + 1], entry->kinds[i], stack)) Py_RETURN_NOTIMPLEMENTED;
+  }
+  {
+    // As torch.ops does: other Python threads run while the operator does.
+    struct ReleasedGil {
+      PyThreadState* state = PyEval_SaveThread();
+      ~ReleasedGil() { PyEval_RestoreThread(state); }
+    } released;
+    entry->op.callBoxed(stack);
+  }
+  if (entry->returns == 1) return THPVariable_Wrap(std::move(stack[0]).toTensor());
+  PyObject* out = PyTuple_New(static_cast<Py_ssize_t>(entry->returns));
+  if (out == nullptr) return nullptr;
+  for (size_t i = 0; i < entry->returns; ++i) {
+    PyObject* tensor = THPVariable_Wrap(std::move(stack[i]).toTensor());
+    if (tensor == nullptr) {
+      Py_DECREF(out);
+      return nullptr;
+    }
+    PyTuple_SET_ITEM(out, static_cast<Py_ssize_t>(i), tensor);
+  }
+  return out;
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef methods[] = {
+    {"find", find, METH_O,
+     "find(qualified_name) -> operator: look up a registered operator for call()."},
+    {"call", reinterpret_cast<PyCFunction>(reinterpret_cast<void (*)()>(call)), METH_FASTCALL,
+     "call(operator, *arguments) -> outputs, or NotImplemented for an argument that needs "
+     "torch.ops (every argument of the schema, by position)."},
+    {nullptr, nullptr, 0, nullptr}};
+
+PyModuleDef module = {PyModuleDef_HEAD_INIT, "syncfree._C",
+                      "The Python wrappers' entry into the operators (csrc/python/entry.cpp).", -1,
+                      methods, nullptr, nullptr, nullptr, nullptr};
+
+}  // namespace
+
+PyMODINIT_FUNC PyInit__C() { return PyModule_Create(&module); }
