@@ -80,15 +80,12 @@ else:
     _ENTRY_STRATIFIED_SAMPLE = _ENTRY_STRATIFIED_SAMPLE_GATHER = None
     _ENTRY_GATHER_SAMPLED = _ENTRY_COMPACT = _ENTRY_NMS = None
 
-
-def _enter(op, *args):
-    """The call through syncfree._C (every argument of the schema, by
-    position), or NotImplemented where torch.ops must take it: the entry was
-    not built, torch.compile is tracing (it traces torch.ops), or an argument
-    is not a plain one."""
-    if _ENTRY is None or torch.compiler.is_compiling():
-        return NotImplemented
-    return _ENTRY(op, *args)
+# A wrapper calls _ENTRY(op, every argument of the schema by position) where
+# the entry was built and torch.compile is not tracing (it traces torch.ops),
+# and goes on through torch.ops when the entry returns NotImplemented. The
+# test is written out in each wrapper: after other work, each further Python
+# call in the way measured a few microseconds.
+_is_compiling = torch.compiler.is_compiling
 
 
 def _check_tensor(op: str, name: str, value) -> None:
@@ -187,10 +184,11 @@ def balanced_sample(
         slots. No index appears twice in a row.
     """
     if not torch.jit.is_scripting():  # TorchScript checks the types itself
-        out = _enter(_ENTRY_BALANCED_SAMPLE, labels, num_samples, positive_fraction, negative_label,
-                     fill_positives, seed, generator)
-        if out is not NotImplemented:
-            return out
+        if _ENTRY is not None and not _is_compiling():
+            out = _ENTRY(_ENTRY_BALANCED_SAMPLE, labels, num_samples, positive_fraction, negative_label,
+                         fill_positives, seed, generator)
+            if out is not NotImplemented:
+                return out
         if isinstance(labels, Tensor) and _plain_balanced_call(num_samples, positive_fraction, negative_label,
                                                                fill_positives, seed, generator):
             if negative_label == 0 and fill_positives:  # every keyword at its default
@@ -237,10 +235,11 @@ def balanced_sample_gather(
         features and label -1. Gradients flow to ``features``.
     """
     if not torch.jit.is_scripting():
-        out = _enter(_ENTRY_BALANCED_SAMPLE_GATHER, features, labels, num_samples, positive_fraction,
-                     negative_label, fill_positives, seed, generator)
-        if out is not NotImplemented:
-            return out
+        if _ENTRY is not None and not _is_compiling():
+            out = _ENTRY(_ENTRY_BALANCED_SAMPLE_GATHER, features, labels, num_samples, positive_fraction,
+                         negative_label, fill_positives, seed, generator)
+            if out is not NotImplemented:
+                return out
         if (isinstance(features, Tensor) and isinstance(labels, Tensor)
                 and _plain_balanced_call(num_samples, positive_fraction, negative_label, fill_positives, seed,
                                          generator)):
@@ -410,9 +409,10 @@ def stratified_sample(
     """
     quota = _stratified_quota("stratified_sample", labels, num_samples, class_quota, fill, seed, generator)
     if not torch.jit.is_scripting():
-        out = _enter(_ENTRY_STRATIFIED_SAMPLE, labels, num_samples, quota, fill, seed, generator)
-        if out is not NotImplemented:
-            return out
+        if _ENTRY is not None and not _is_compiling():
+            out = _ENTRY(_ENTRY_STRATIFIED_SAMPLE, labels, num_samples, quota, fill, seed, generator)
+            if out is not NotImplemented:
+                return out
         if fill and seed is None and generator is None:  # every keyword at its default
             return _STRATIFIED_SAMPLE(labels, num_samples, quota)
     return torch.ops.syncfree.stratified_sample(
@@ -436,9 +436,10 @@ def gather_sampled(features: Tensor, labels: Tensor, indices: Tensor, valid: Ten
         label -1. Gradients flow to ``features``.
     """
     if not torch.jit.is_scripting():
-        out = _enter(_ENTRY_GATHER_SAMPLED, features, labels, indices, valid)
-        if out is not NotImplemented:
-            return out
+        if _ENTRY is not None and not _is_compiling():
+            out = _ENTRY(_ENTRY_GATHER_SAMPLED, features, labels, indices, valid)
+            if out is not NotImplemented:
+                return out
         _check_tensor("gather_sampled", "features", features)
         _check_tensor("gather_sampled", "labels", labels)
         _check_tensor("gather_sampled", "indices", indices)
@@ -468,9 +469,10 @@ def stratified_sample_gather(
             _check_tensor("stratified_sample_gather", "features", features)
     quota = _stratified_quota("stratified_sample_gather", labels, num_samples, class_quota, fill, seed, generator)
     if not torch.jit.is_scripting():
-        out = _enter(_ENTRY_STRATIFIED_SAMPLE_GATHER, features, labels, num_samples, quota, fill, seed, generator)
-        if out is not NotImplemented:
-            return out
+        if _ENTRY is not None and not _is_compiling():
+            out = _ENTRY(_ENTRY_STRATIFIED_SAMPLE_GATHER, features, labels, num_samples, quota, fill, seed, generator)
+            if out is not NotImplemented:
+                return out
         if fill and seed is None and generator is None:  # every keyword at its default
             return _STRATIFIED_SAMPLE_GATHER(features, labels, num_samples, quota)
     return torch.ops.syncfree.stratified_sample_gather(
@@ -502,9 +504,10 @@ def compact(mask: Tensor, size: int) -> Tuple[Tensor, Tensor, Tensor]:
         ``torch.nonzero_static(mask, size=K).squeeze(1)``.
     """
     if not torch.jit.is_scripting():
-        out = _enter(_ENTRY_COMPACT, mask, size)
-        if out is not NotImplemented:
-            return out
+        if _ENTRY is not None and not _is_compiling():
+            out = _ENTRY(_ENTRY_COMPACT, mask, size)
+            if out is not NotImplemented:
+                return out
         _check_tensor("compact", "mask", mask)
         _check_int("compact", "size", size)
         return _COMPACT(mask, size)
@@ -550,9 +553,10 @@ def nms(
         ``valid`` (bool) marks the filled slots.
     """
     if not torch.jit.is_scripting():
-        out = _enter(_ENTRY_NMS, boxes, scores, iou_threshold, max_output, idxs, valid)
-        if out is not NotImplemented:
-            return out
+        if _ENTRY is not None and not _is_compiling():
+            out = _ENTRY(_ENTRY_NMS, boxes, scores, iou_threshold, max_output, idxs, valid)
+            if out is not NotImplemented:
+                return out
         _check_tensor("nms", "boxes", boxes)
         _check_tensor("nms", "scores", scores)
         _check_float("nms", "iou_threshold", iou_threshold)
