@@ -1,4 +1,4 @@
-"""setup.py's choice of the CUDA operator: auto when torch is a CUDA build and nvcc is found."""
+"""setup.py's choices: the CUDA operator (auto when torch is a CUDA build and nvcc is found), the Python entry."""
 import importlib.util
 import os
 import stat
@@ -58,3 +58,14 @@ def test_nvcc_from_cuda_home_then_path(setup_py, tmp_path):
     # Neither: /usr/local/cuda if it has one.
     default = "/usr/local/cuda/bin/nvcc"
     assert setup_py.find_nvcc({"PATH": empty}) == (default if os.access(default, os.X_OK) else None)
+
+
+@pytest.mark.parametrize("setting, cmake", [(None, "AUTO"), ("", "AUTO"), ("auto", "AUTO"), (" Auto ", "AUTO"),
+                                            ("0", "OFF"), ("1", "ON")])
+def test_python_entry_choice(setup_py, setting, cmake):
+    assert setup_py.python_entry_choice(setting) == cmake
+
+
+def test_python_entry_choice_refuses_other_values(setup_py):
+    with pytest.raises(RuntimeError, match=r"SYNCFREE_PYTHON_ENTRY must be 0, 1 or unset \(auto\), got 'yes'"):
+        setup_py.python_entry_choice("yes")
