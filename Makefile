@@ -247,7 +247,7 @@ PYBENCH_THREADS := $(shell n=$$(nproc); if [ "$$n" -gt 1 ]; then echo 1,$$n; els
 .PHONY: bench-full
 bench bench-full: configure
 	@echo "=== C++ API (syncfree_bench) ==="
-	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake --build $(BUILD) -j $(JOBS) --target syncfree syncfree_bench
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" cmake --build $(BUILD) -j $(JOBS) --target syncfree syncfree_python_entry syncfree_bench
 	$(BUILD)/syncfree_bench $(if $(filter bench-full,$@),--full )--json $(BUILD)/bench-cpu.json $(BENCH_ARGS)
 	@echo
 	@echo "=== Python (bench/bench.py: torch.ops and the public wrapper) ==="

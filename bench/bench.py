@@ -23,7 +23,7 @@ per shape and is slow):
   syncfree          torch.ops.syncfree.balanced_sample_gather(features, labels, K):
                     through torch.ops, no wrapper (the C++ CLI's syncfree)
   syncfree-python   syncfree.balanced_sample_gather(features, labels, K): the
-                    public wrapper (its Python type checks included)
+                    public wrapper (through syncfree._C where the build has it)
   syncfree-indices  torch.ops.syncfree.balanced_sample(labels, K): sampling alone
   floor             the C++ CLI's floor: torch.count_nonzero(labels) (one
                     reduction over all the labels), then
@@ -154,7 +154,8 @@ def syncfree_sample(features, labels, k):
 
 
 def syncfree_python_sample(features, labels, k):
-    """Through the public wrapper (its Python type checks included)."""
+    """Through the public wrapper: its entry syncfree._C where the build has it
+    (the wrapper's type checks only where the entry leaves the call to torch.ops)."""
     f, l, v = syncfree.balanced_sample_gather(features, labels, k)
     return f, l
 

@@ -292,6 +292,7 @@ if [ ! -f "$BUILD/build.ninja" ]; then
     prefix="$(sed -n 's/^torch cmake prefix: //p' "$LOGS/machine.txt")"
     run_timed configure.log "$step_limit" cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_DISABLE_FIND_PACKAGE_Python3=ON \
+      -DSYNCFREE_PYTHON="$(command -v "$PY")" \
       -DSYNCFREE_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DSYNCFREE_UNITY_BUILD=OFF \
       -DTORCH_CUDA_ARCH_LIST="$TORCH_CUDA_ARCH_LIST" \
       -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON -DSYNCFREE_GTEST_SOURCE_DIR="$ROOT/.deps/googletest"

@@ -1,15 +1,17 @@
 // syncfree._C: the Python wrappers' entry into the operators, beside
-// torch.ops.syncfree. A call through torch.ops converts its arguments by the
-// op's schema in torch's generic Python code; after other work has evicted
-// that code from the caches it costs tens of microseconds more than the call
-// through this module (docs/benchmarks.md, "The wrappers' own entry"). This
-// module calls the same operator through the same dispatcher, so that
-// autograd, the profiler, tracing and dispatch modes see the same call; only
-// the conversion of the arguments is its own, and it takes only what needs
-// no Python-level dispatch:
+// torch.ops.syncfree. A call through torch.ops goes from its Python
+// __call__ into torch's generic conversion of the arguments by the op's
+// schema (libtorch_python); once a large call has evicted that path from the
+// caches it costs up to tens of microseconds more than the call through this
+// module, 1 to 4 us more at one row of up to 1e5 labels (docs/benchmarks.md,
+// "The wrappers' own entry"). This module calls the same operator through
+// the same dispatcher, so that autograd, the profiler, tracing and dispatch
+// modes see the same call; only the conversion of the arguments is its own,
+// and it takes only what needs no Python-level dispatch:
 //   - tensors of type torch.Tensor or torch.nn.Parameter exactly (no
-//     subclass: a subclass may override __torch_function__), while no torch
-//     function mode is active;
+//     subclass: a subclass may override __torch_function__), without named
+//     dimensions (torch.ops refuses them; torch 2.11 has them), while no
+//     torch function mode is active;
 //   - Python ints exactly (not bool) in int64, for int;
 //   - Python floats or ints exactly, for float;
 //   - True or False, for bool;
@@ -34,9 +36,17 @@
 #include <torch/csrc/Exceptions.h>
 #include <torch/csrc/Generator.h>
 #include <torch/csrc/autograd/python_variable.h>
+#include <torch/csrc/utils/object_ptr.h>
 
-#include <climits>
-#include <string>
+// Named tensors: torch 2.13 and later have none.
+#if __has_include(<ATen/NamedTensor.h>)
+#define SYNCFREE_NAMED_TENSORS 1
+#else
+#define SYNCFREE_NAMED_TENSORS 0
+#endif
+
+#include <algorithm>
+#include <memory>
 #include <vector>
 
 namespace {
@@ -95,6 +105,10 @@ PyObject* find(PyObject* /*module*/, PyObject* name) {
     }
     entry->kinds.push_back(kind);
   }
+  if (schema.returns().empty()) {
+    PyErr_Format(PyExc_TypeError, "syncfree._C.find: %s returns nothing, and call() returns tensors only", text);
+    return nullptr;
+  }
   for (const auto& ret : schema.returns()) {
     if (ret.type()->kind() != c10::TypeKind::TensorType) {
       PyErr_Format(PyExc_TypeError, "syncfree._C.find: %s returns a %s, and call() returns tensors only", text,
@@ -119,10 +133,15 @@ bool push(PyObject* value, Kind kind, torch::jit::Stack& stack) {
         return true;
       }
       [[fallthrough]];
-    case Kind::kTensor:
+    case Kind::kTensor: {
       if (!THPVariable_CheckExact(value)) return false;
-      stack.emplace_back(THPVariable_Unpack(value));
+      const at::Tensor& tensor = THPVariable_Unpack(value);
+#if SYNCFREE_NAMED_TENSORS
+      if (tensor.has_names()) return false;
+#endif
+      stack.emplace_back(tensor);
       return true;
+    }
     case Kind::kOptionalInt:
       if (value == Py_None) {
         stack.emplace_back();
@@ -171,6 +190,13 @@ bool push(PyObject* value, Kind kind, torch::jit::Stack& stack) {
   return false;
 }
 
+// One output as torch.ops returns it: a tensor, or None for an undefined
+// tensor or None.
+PyObject* wrap(c10::IValue&& value) {
+  if (value.isNone()) Py_RETURN_NONE;
+  return THPVariable_Wrap(std::move(value).toTensor());  // None when undefined
+}
+
 // call(op, *arguments) -> the operator's outputs (a tuple of tensors, or the
 // one tensor), or NotImplemented when an argument is not one it converts.
 PyObject* call(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
@@ -201,18 +227,15 @@ PyObject* call(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
     } released;
     entry->op.callBoxed(stack);
   }
-  if (entry->returns == 1) return THPVariable_Wrap(std::move(stack[0]).toTensor());
-  PyObject* out = PyTuple_New(static_cast<Py_ssize_t>(entry->returns));
-  if (out == nullptr) return nullptr;
+  if (entry->returns == 1) return wrap(std::move(stack[0]));
+  THPObjectPtr out(PyTuple_New(static_cast<Py_ssize_t>(entry->returns)));
+  if (!out) return nullptr;
   for (size_t i = 0; i < entry->returns; ++i) {
-    PyObject* tensor = THPVariable_Wrap(std::move(stack[i]).toTensor());
-    if (tensor == nullptr) {
-      Py_DECREF(out);
-      return nullptr;
-    }
-    PyTuple_SET_ITEM(out, static_cast<Py_ssize_t>(i), tensor);
+    PyObject* tensor = wrap(std::move(stack[i]));
+    if (tensor == nullptr) return nullptr;
+    PyTuple_SET_ITEM(out.get(), static_cast<Py_ssize_t>(i), tensor);
   }
-  return out;
+  return out.release();
   END_HANDLE_TH_ERRORS
 }
 
@@ -230,4 +253,12 @@ PyModuleDef module = {PyModuleDef_HEAD_INIT, "syncfree._C",
 
 }  // namespace
 
-PyMODINIT_FUNC PyInit__C() { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__C() {
+  PyObject* m = PyModule_Create(&module);
+#ifdef Py_GIL_DISABLED
+  // No state of its own but the operators' entries, each written once
+  // before its capsule exists: safe without the GIL.
+  if (m != nullptr) PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED);
+#endif
+  return m;
+}

@@ -25,16 +25,18 @@ from . import _build_info
 # Outside TorchScript and torch.compile, a wrapper first offers its call to
 # the library's own Python entry, syncfree._C (csrc/python/entry.cpp): the
 # same operator through the same dispatcher, its arguments converted by a few
-# type tests instead of torch.ops' generic code, which costs tens of
-# microseconds more a call once other work has evicted it from the caches
-# (docs/benchmarks.md, "The wrappers' own entry"). The entry takes plain
+# type tests instead of torch's generic conversion by the schema, which costs
+# 0.7 to 0.9 us more a tiny call, 1 to 4 us more at one row of up to 1e5
+# labels, and up to tens of microseconds more once a large call has evicted
+# it from the caches (docs/benchmarks.md, "The wrappers' own entry"). The entry takes plain
 # arguments only (tensors of type Tensor or Parameter, no torch function
 # mode, Python ints, floats, bools, None, torch.Generator) and returns
 # NotImplemented for anything else; the wrapper then checks the types and
 # calls torch.ops.syncfree.<op>, as it does where the entry was not built.
 #
-# Through torch.ops a call costs its wrapper under a microsecond (0.4 to 0.9
-# us over torch.ops, docs/benchmarks.md): the common call (plain ints, a
+# Through torch.ops a call cost its wrapper under a microsecond (0.4 to 0.9
+# us over torch.ops, docs/benchmarks.md, measured before the entry existed;
+# a call the entry declines now also pays its test, not measured): the common call (plain ints, a
 # float, a bool, no seed or generator) is recognized by one expression and
 # passed on positionally (keyword arguments cost torch.ops several
 # microseconds); any other call takes every check and passes its options by
@@ -65,7 +67,13 @@ _NMS = torch.ops.syncfree.nms
 
 # The entry's operators (syncfree._C.find), where it was built.
 if _build_info.PYTHON_ENTRY:
-    from . import _C
+    try:
+        from . import _C
+    except ImportError as e:
+        raise ImportError(
+            f"syncfree was built with its Python entry, but syncfree._C cannot be imported ({e}); "
+            "rebuild the package (its build makes syncfree._C beside libsyncfree.so)"
+        ) from e
 
     _ENTRY = _C.call
     _ENTRY_BALANCED_SAMPLE = _C.find("syncfree::balanced_sample")
@@ -83,8 +91,9 @@ else:
 # A wrapper calls _ENTRY(op, every argument of the schema by position) where
 # the entry was built and torch.compile is not tracing (it traces torch.ops),
 # and goes on through torch.ops when the entry returns NotImplemented. The
-# test is written out in each wrapper: after other work, each further Python
-# call in the way measured a few microseconds.
+# test is written out in each wrapper: through a helper (one Python call
+# more) the wrapper measured 4 to 33 us more on two threads at 32 rows and
+# one row of 1e6, -4 to +5 us on one thread (two runs).
 _is_compiling = torch.compiler.is_compiling
 
 

@@ -4,10 +4,12 @@ that every call it does not take goes through torch.ops as before
 (__torch_function__ subclasses and modes, wrong types and their errors)."""
 import os
 import threading
+import time
 
 import pytest
 import torch
 from torch.overrides import TorchFunctionMode
+from torch.utils._python_dispatch import TorchDispatchMode
 
 import syncfree
 import syncfree._build_info as info
@@ -28,9 +30,12 @@ def test_entry_built_as_expected():
 
 @pytest.fixture
 def entry_calls(monkeypatch):
-    """The operators the wrappers' calls gave to syncfree._C, and whether it took them."""
+    """The operators the wrappers' calls gave to syncfree._C, and whether it
+    took them (none where the build has no entry)."""
     calls = []
     entry = ops._ENTRY
+    if entry is None:
+        return calls
 
     def counted(op, *args):
         calls.append((op, True))  # an error raised by the operator: taken
@@ -86,12 +91,13 @@ def assert_same(a, b):
         assert torch.equal(x, y)
 
 
-@needs_entry
 @pytest.mark.parametrize("index", range(7))
 def test_wrapper_calls_go_through_the_entry_and_equal_torch_ops(device, entry_calls, index):
+    # Also where the build has no entry (the GPU check's build may lack
+    # Python's headers): then the wrappers call torch.ops, with the same results.
     name, wrapper, through_ops = wrapper_calls(device)[index]
     out = wrapper()
-    assert entry_calls == [(getattr(ops, "_ENTRY_" + name.upper()), True)]
+    assert entry_calls == ([(getattr(ops, "_ENTRY_" + name.upper()), True)] if info.PYTHON_ENTRY else [])
     assert_same(out, through_ops())
 
 
@@ -271,8 +277,7 @@ def test_entry_call_checks_its_own_arguments():
 
 
 @needs_entry
-def test_calls_from_threads_equal_the_calls_one_by_one():
-    # The entry lets go of the GIL while the operator runs, as torch.ops does.
+def test_calls_from_threads_equal_the_calls_one_by_one(entry_calls):
     features, labels, _, _ = inputs("cpu", rows=8, n=2000)
     expected = [torch.ops.syncfree.balanced_sample_gather(features, labels, 100, seed=s) for s in range(8)]
     results = [None] * 8
@@ -287,15 +292,109 @@ def test_calls_from_threads_equal_the_calls_one_by_one():
         t.join()
     for got, want in zip(results, expected):
         assert_same(got, want)
+    assert entry_calls == [(ops._ENTRY_BALANCED_SAMPLE_GATHER, True)] * 8
 
 
 @needs_entry
-def test_the_profiler_sees_the_operator():
+def test_other_python_threads_run_while_the_operator_runs(entry_calls):
+    # The entry lets go of the GIL while the operator runs, as torch.ops
+    # does: a Python thread that records the time every millisecond records
+    # some while one call of 50 ms or more runs. Holding the GIL, it could
+    # record none then (the call never gives it up).
+    labels = torch.randint(0, 2, (64, 1_000_000), dtype=torch.int8, generator=torch.Generator().manual_seed(0))
+    syncfree.balanced_sample(labels, 100_000, seed=0)  # warm
+    stamps, stop = [], threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            stamps.append(time.perf_counter())
+            time.sleep(0.001)
+
+    ticker = threading.Thread(target=tick)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # one CPU for the operator, the other free for the ticker
+    try:
+        ticker.start()
+        time.sleep(0.02)
+        for _ in range(5):  # the first call that lasts 50 ms or more
+            start = time.perf_counter()
+            syncfree.balanced_sample(labels, 100_000, seed=1)
+            end = time.perf_counter()
+            if end - start >= 0.05:
+                break
+    finally:
+        stop.set()
+        ticker.join()
+        torch.set_num_threads(threads)
+    assert end - start >= 0.05, f"the call took {1e3 * (end - start):.1f} ms: too short to tell"
+    during = [t for t in stamps if start + 0.005 < t < end - 0.005]
+    assert during, (f"no Python thread ran during a call of {1e3 * (end - start):.1f} ms", len(stamps))
+    assert all(took for _, took in entry_calls) and len(entry_calls) >= 2
+
+
+@needs_entry
+def test_the_profiler_sees_the_operator(entry_calls):
     features, labels, _, _ = inputs("cpu")
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
         syncfree.balanced_sample_gather(features, labels, 10, seed=1)
+    assert entry_calls == [(ops._ENTRY_BALANCED_SAMPLE_GATHER, True)]
     names = {e.name for e in prof.events()}
     assert "syncfree::balanced_sample_gather" in names, sorted(names)
+
+
+class DispatchRecording(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.seen.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+@needs_entry
+def test_dispatch_modes_see_the_call(entry_calls):
+    features, labels, _, _ = inputs("cpu")
+    with DispatchRecording() as mode:
+        out = syncfree.balanced_sample_gather(features, labels, 10, seed=5)
+    assert entry_calls == [(ops._ENTRY_BALANCED_SAMPLE_GATHER, True)]
+    assert any("syncfree." in f and "balanced_sample_gather" in f for f in mode.seen), mode.seen
+    assert_same(out, torch.ops.syncfree.balanced_sample_gather(features, labels, 10, seed=5))
+
+
+@needs_entry
+def test_jit_trace_records_the_operator(entry_calls):
+    features, labels, _, _ = inputs("cpu")
+    traced = torch.jit.trace(lambda f, l: syncfree.balanced_sample_gather(f, l, 10, seed=6), (features, labels),
+                             check_trace=False)
+    assert entry_calls == [(ops._ENTRY_BALANCED_SAMPLE_GATHER, True)]
+    assert "syncfree::balanced_sample_gather" in str(traced.graph), traced.graph
+    assert_same(traced(features, labels), torch.ops.syncfree.balanced_sample_gather(features, labels, 10, seed=6))
+
+
+@needs_entry
+def test_grad_modes_apply(entry_calls):
+    features, labels, _, _ = inputs("cpu")
+    leaf = features.clone().requires_grad_()
+    with torch.no_grad():
+        out, _, _ = syncfree.balanced_sample_gather(leaf, labels, 10, seed=1)
+    assert not out.requires_grad
+    with torch.inference_mode():
+        out, _, _ = syncfree.balanced_sample_gather(leaf, labels, 10, seed=1)
+    assert out.is_inference() and not out.requires_grad
+    assert [took for _, took in entry_calls] == [True, True]
+
+
+@needs_entry
+@pytest.mark.skipif(not hasattr(torch.Tensor, "refine_names"), reason="this torch has no named tensors")
+def test_named_tensors_go_through_torch_ops(entry_calls):
+    mask = torch.tensor([True, False, True]).refine_names("N")
+    with pytest.raises(RuntimeError) as through_wrapper:
+        syncfree.compact(mask, 2)
+    assert entry_calls == [(ops._ENTRY_COMPACT, False)]
+    with pytest.raises(RuntimeError) as through_ops:
+        torch.ops.syncfree.compact(mask, 2)
+    assert str(through_wrapper.value) == str(through_ops.value)
 
 
 @needs_entry
