@@ -240,7 +240,8 @@ test-sanitize: setup
 # Python run. Results: $(BUILD)/bench-cpu.json, $(BUILD)/bench-python.json.
 # The library of the Python package ($(BUILD)/python/syncfree, its .py files
 # staged when CMake configures) is the target syncfree, which syncfree_bench
-# links.
+# links; its Python entry, syncfree._C, the target syncfree_python_entry
+# (required by this Makefile's builds).
 PYBENCH_HEADLINE := --sizes 1e3,1e4,1e5,1e6 --batch-sizes 1e4,1e5 --batch 32 --min-time 0.3
 # 1 thread and every CPU (1 alone on one CPU), as syncfree_bench --full.
 PYBENCH_THREADS := $(shell n=$$(nproc); if [ "$$n" -gt 1 ]; then echo 1,$$n; else echo 1; fi)

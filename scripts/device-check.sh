@@ -287,12 +287,16 @@ fi
 # --- build: configure once (a later phase on the same machine only rebuilds
 # what changed), GoogleTest from the copied sources on every machine; file
 # by file (no unity build: the GPU machine has many cores).
+# The Python entry (syncfree._C) is built for $PY where it has its headers
+# (AUTO): its absolute path, symbolic links kept (a venv's python is one).
+py_abs="$(command -v "$PY" || true)"
+case "$py_abs" in /*) ;; ?*) py_abs="$PWD/$py_abs" ;; esac
 if [ ! -f "$BUILD/build.ninja" ]; then
   if begin "configure" 25 120; then
     prefix="$(sed -n 's/^torch cmake prefix: //p' "$LOGS/machine.txt")"
     run_timed configure.log "$step_limit" cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_PREFIX_PATH="$prefix" -DCMAKE_DISABLE_FIND_PACKAGE_Python3=ON \
-      -DSYNCFREE_PYTHON="$(command -v "$PY")" \
+      -DSYNCFREE_PYTHON="$py_abs" \
       -DSYNCFREE_WITH_CUDA=ON -DCMAKE_CUDA_COMPILER="$(command -v nvcc)" -DSYNCFREE_UNITY_BUILD=OFF \
       -DTORCH_CUDA_ARCH_LIST="$TORCH_CUDA_ARCH_LIST" \
       -DCMAKE_DISABLE_FIND_PACKAGE_GTest=ON -DSYNCFREE_GTEST_SOURCE_DIR="$ROOT/.deps/googletest"
@@ -311,6 +315,13 @@ end "build" $rc build.log "$(grep -c '^\[' "$LOGS/build.log") build lines"
 if ! grep -q '^SYNCFREE_CUDA_OPERATOR:INTERNAL=ON' "$BUILD/CMakeCache.txt"; then
   record "CUDA operator built" FAIL "the build did not compile the CUDA adapter ($BUILD/CMakeCache.txt)"
   finish
+fi
+# Whether the wrappers' CUDA calls below go through the Python entry or,
+# without Python's headers here, through torch.ops (the tests pass either way).
+if compgen -G "$BUILD/python/syncfree/_C.*.so" >/dev/null; then
+  record "Python entry syncfree._C built" PASS "for $py_abs"
+else
+  record "Python entry syncfree._C built" NOT-RUN "$(grep -o 'not building the Python entry.*' "$LOGS/configure.log" | head -n 1) (the wrappers call torch.ops)"
 fi
 KERNEL_TESTS="$BUILD/tests/syncfree_cuda_tests"
 if [ ! -x "$KERNEL_TESTS" ]; then

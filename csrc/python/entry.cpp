@@ -3,8 +3,8 @@
 // __call__ into torch's generic conversion of the arguments by the op's
 // schema (libtorch_python); once a large call has evicted that path from the
 // caches it costs up to tens of microseconds more than the call through this
-// module, 1 to 4 us more at one row of up to 1e5 labels (docs/benchmarks.md,
-// "The wrappers' own entry"). This module calls the same operator through
+// module (4 to 11 us more at one row of 1e5 labels, 22 to 44 at 32 rows of
+// 1e4: docs/benchmarks.md, "The wrappers' own entry"). This module calls the same operator through
 // the same dispatcher, so that autograd, the profiler, tracing and dispatch
 // modes see the same call; only the conversion of the arguments is its own,
 // and it takes only what needs no Python-level dispatch:
@@ -191,7 +191,7 @@ bool push(PyObject* value, Kind kind, torch::jit::Stack& stack) {
 }
 
 // One output as torch.ops returns it: a tensor, or None for an undefined
-// tensor or None.
+// tensor (find() takes Tensor returns only; None is handled all the same).
 PyObject* wrap(c10::IValue&& value) {
   if (value.isNone()) Py_RETURN_NONE;
   return THPVariable_Wrap(std::move(value).toTensor());  // None when undefined
@@ -258,7 +258,10 @@ PyMODINIT_FUNC PyInit__C() {
 #ifdef Py_GIL_DISABLED
   // No state of its own but the operators' entries, each written once
   // before its capsule exists: safe without the GIL.
-  if (m != nullptr) PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED);
+  if (m != nullptr && PyUnstable_Module_SetGIL(m, Py_MOD_GIL_NOT_USED) < 0) {
+    Py_DECREF(m);
+    return nullptr;
+  }
 #endif
   return m;
 }

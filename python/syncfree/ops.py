@@ -25,11 +25,12 @@ from . import _build_info
 # Outside TorchScript and torch.compile, a wrapper first offers its call to
 # the library's own Python entry, syncfree._C (csrc/python/entry.cpp): the
 # same operator through the same dispatcher, its arguments converted by a few
-# type tests instead of torch's generic conversion by the schema, which costs
-# 0.7 to 0.9 us more a tiny call, 1 to 4 us more at one row of up to 1e5
-# labels, and up to tens of microseconds more once a large call has evicted
-# it from the caches (docs/benchmarks.md, "The wrappers' own entry"). The entry takes plain
-# arguments only (tensors of type Tensor or Parameter, no torch function
+# type tests instead of torch's generic conversion by the schema. Through it
+# the balanced samplers' wrappers took 0.7 to 0.9 us less than torch.ops for
+# a tiny call, 0.7 to 3.8 us less at one row of up to 1e5 labels, and up to
+# tens of microseconds less after large calls (docs/benchmarks.md, "The
+# wrappers' own entry"). The entry takes plain arguments only (tensors of
+# type Tensor or Parameter without named dimensions, no torch function
 # mode, Python ints, floats, bools, None, torch.Generator) and returns
 # NotImplemented for anything else; the wrapper then checks the types and
 # calls torch.ops.syncfree.<op>, as it does where the entry was not built.
