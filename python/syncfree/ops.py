@@ -37,11 +37,11 @@ from . import _build_info
 #
 # Through torch.ops a call cost its wrapper under a microsecond (0.4 to 0.9
 # us over torch.ops, docs/benchmarks.md, measured before the entry existed;
-# a call the entry declines now also pays its test, not measured): the common call (plain ints, a
-# float, a bool, no seed or generator) is recognized by one expression and
-# passed on positionally (keyword arguments cost torch.ops several
-# microseconds); any other call takes every check and passes its options by
-# keyword. The samplers' class_quota lists are checked once per distinct
+# a call the entry declines now also pays its test, not measured): the
+# common call (plain ints, a float, a bool, no seed or generator) is
+# recognized by one expression and passed on positionally (keyword
+# arguments cost torch.ops several microseconds); any other call takes
+# every check and passes its options by keyword. The samplers' class_quota lists are checked once per distinct
 # list and kept as tensors (_QUOTAS).
 
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
