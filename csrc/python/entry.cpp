@@ -4,10 +4,11 @@
 // schema (libtorch_python); once a large call has evicted that path from the
 // caches it costs up to tens of microseconds more than the call through this
 // module (4 to 11 us more at one row of 1e5 labels, 22 to 44 at 32 rows of
-// 1e4: docs/benchmarks.md, "The wrappers' own entry"). This module calls the same operator through
-// the same dispatcher, so that autograd, the profiler, tracing and dispatch
-// modes see the same call; only the conversion of the arguments is its own,
-// and it takes only what needs no Python-level dispatch:
+// 1e4: docs/benchmarks.md, "The wrappers' own entry"). This module calls the
+// same operator through the same dispatcher, so that autograd, the profiler,
+// tracing and dispatch modes see the same call; only the conversion of the
+// arguments is its own, and it takes only what needs no Python-level
+// dispatch:
 //   - tensors of type torch.Tensor or torch.nn.Parameter exactly (no
 //     subclass: a subclass may override __torch_function__), without named
 //     dimensions (torch.ops refuses them; torch 2.11 has them), while no
@@ -53,35 +54,34 @@ namespace {
 
 constexpr const char* kCapsule = "syncfree._C.operator";
 
-// What call() converts each argument to.
-enum class Kind { kTensor, kOptionalTensor, kInt, kOptionalInt, kFloat, kBool, kOptionalGenerator };
+// What call() converts an argument to, and whether None is taken too.
+enum class Kind { kTensor, kInt, kFloat, kBool, kGenerator };
+struct Arg {
+  Kind kind;
+  bool optional;
+};
 
 struct Entry {
   c10::OperatorHandle op;
-  std::vector<Kind> kinds;
+  std::vector<Arg> args;
   size_t returns;
 };
 
-// The argument's kind, or false when call() does not convert its type.
-bool kind_of(const c10::Type& type, Kind* kind) {
-  if (const auto optional = type.cast<c10::OptionalType>()) {
-    const auto& inner = *optional->getElementType();
-    if (inner.kind() == c10::TypeKind::TensorType) *kind = Kind::kOptionalTensor;
-    else if (inner.kind() == c10::TypeKind::IntType) *kind = Kind::kOptionalInt;
-    else if (inner.kind() == c10::TypeKind::GeneratorType) *kind = Kind::kOptionalGenerator;
-    else return false;
-    return true;
-  }
-  switch (type.kind()) {
-    case c10::TypeKind::TensorType: *kind = Kind::kTensor; return true;
-    case c10::TypeKind::IntType: *kind = Kind::kInt; return true;
-    case c10::TypeKind::FloatType: *kind = Kind::kFloat; return true;
-    case c10::TypeKind::BoolType: *kind = Kind::kBool; return true;
+// The argument's conversion, or false when call() does not convert its type.
+bool arg_of(const c10::Type& type, Arg* arg) {
+  const auto optional = type.cast<c10::OptionalType>();
+  arg->optional = optional != nullptr;
+  switch ((optional ? *optional->getElementType() : type).kind()) {
+    case c10::TypeKind::TensorType: arg->kind = Kind::kTensor; return true;
+    case c10::TypeKind::IntType: arg->kind = Kind::kInt; return true;
+    case c10::TypeKind::FloatType: arg->kind = Kind::kFloat; return true;
+    case c10::TypeKind::BoolType: arg->kind = Kind::kBool; return true;
+    case c10::TypeKind::GeneratorType: arg->kind = Kind::kGenerator; return true;
     default: return false;
   }
 }
 
-// find(qualified_name) -> a capsule of the operator and its arguments' kinds.
+// find(qualified_name) -> a capsule of the operator and its arguments' conversions.
 // Raises RuntimeError for an operator that does not exist, TypeError for one
 // whose arguments or returns call() does not convert.
 PyObject* find(PyObject* /*module*/, PyObject* name) {
@@ -97,13 +97,13 @@ PyObject* find(PyObject* /*module*/, PyObject* name) {
   const auto& schema = op.schema();
   auto entry = std::make_unique<Entry>(Entry{op, {}, schema.returns().size()});
   for (const auto& argument : schema.arguments()) {
-    Kind kind;
-    if (!kind_of(*argument.type(), &kind)) {
+    Arg arg;
+    if (!arg_of(*argument.type(), &arg)) {
       PyErr_Format(PyExc_TypeError, "syncfree._C.find: %s: argument %s has type %s, which call() does not convert",
                    text, argument.name().c_str(), argument.type()->str().c_str());
       return nullptr;
     }
-    entry->kinds.push_back(kind);
+    entry->args.push_back(arg);
   }
   if (schema.returns().empty()) {
     PyErr_Format(PyExc_TypeError, "syncfree._C.find: %s returns nothing, and call() returns tensors only", text);
@@ -125,14 +125,12 @@ PyObject* find(PyObject* /*module*/, PyObject* name) {
 
 // One argument converted onto the stack; false when it is not one that
 // call() takes (the caller returns NotImplemented).
-bool push(PyObject* value, Kind kind, torch::jit::Stack& stack) {
-  switch (kind) {
-    case Kind::kOptionalTensor:
-      if (value == Py_None) {
-        stack.emplace_back();
-        return true;
-      }
-      [[fallthrough]];
+bool push(PyObject* value, Arg arg, torch::jit::Stack& stack) {
+  if (arg.optional && value == Py_None) {
+    stack.emplace_back();
+    return true;
+  }
+  switch (arg.kind) {
     case Kind::kTensor: {
       if (!THPVariable_CheckExact(value)) return false;
       const at::Tensor& tensor = THPVariable_Unpack(value);
@@ -142,12 +140,6 @@ bool push(PyObject* value, Kind kind, torch::jit::Stack& stack) {
       stack.emplace_back(tensor);
       return true;
     }
-    case Kind::kOptionalInt:
-      if (value == Py_None) {
-        stack.emplace_back();
-        return true;
-      }
-      [[fallthrough]];
     case Kind::kInt: {
       if (!PyLong_CheckExact(value)) return false;  // bool is a subclass of int
       int overflow = 0;
@@ -178,11 +170,7 @@ bool push(PyObject* value, Kind kind, torch::jit::Stack& stack) {
       if (value != Py_True && value != Py_False) return false;
       stack.emplace_back(value == Py_True);
       return true;
-    case Kind::kOptionalGenerator:
-      if (value == Py_None) {
-        stack.emplace_back();
-        return true;
-      }
+    case Kind::kGenerator:
       if (Py_TYPE(value) != reinterpret_cast<PyTypeObject*>(THPGeneratorClass)) return false;
       stack.emplace_back(THPGenerator_Unwrap(value));
       return true;
@@ -208,16 +196,16 @@ PyObject* call(PyObject* /*module*/, PyObject* const* args, Py_ssize_t nargs) {
   const auto* entry = static_cast<const Entry*>(PyCapsule_GetPointer(args[0], kCapsule));
   if (entry == nullptr) return nullptr;  // PyCapsule_GetPointer raised
   const auto given = static_cast<size_t>(nargs - 1);
-  if (given != entry->kinds.size()) {
+  if (given != entry->args.size()) {
     PyErr_Format(PyExc_TypeError, "syncfree._C.call: %s takes %zu arguments (every one, by position), got %zu",
-                 entry->op.schema().name().c_str(), entry->kinds.size(), given);
+                 entry->op.schema().name().c_str(), entry->args.size(), given);
     return nullptr;
   }
   if (at::impl::torch_function_mode_enabled()) Py_RETURN_NOTIMPLEMENTED;
   torch::jit::Stack stack;
   stack.reserve(std::max(given, entry->returns));
   for (size_t i = 0; i < given; ++i) {
-    if (!push(args[i + 1], entry->kinds[i], stack)) Py_RETURN_NOTIMPLEMENTED;
+    if (!push(args[i + 1], entry->args[i], stack)) Py_RETURN_NOTIMPLEMENTED;
   }
   {
     // As torch.ops does: other Python threads run while the operator does.
