@@ -159,7 +159,9 @@ class ClaimedPhase {
 // block) units, not whole rows, among the threads; more than one thread; and
 // more than kParallelWork of slot work in all), of at most kParallelWork / 2
 // of work too, so that the slots of a few rows still split over the threads
-// (elsewhere more blocks would only cost their plans). The blocks are of
+// (elsewhere more blocks would only cost their passes, where the caller makes
+// one a block: the gather's; the sampler fills a task's run of a row's
+// blocks in one pass). The blocks are of
 // equal size, and, where the phase splits and a row has several, as many as
 // the pool's threads share evenly (rows x blocks a multiple of the thread
 // count).

@@ -389,9 +389,10 @@ TEST(CpuParallel, APhaseRunsInParallelExactlyWhenItHoldsMoreThanTheParallelWork)
 }
 
 TEST(CpuParallel, SlotsAreCutIntoSmallBlocksOnlyWhereThePhaseCanSplit) {
-  // More blocks only cost their plans, unless the phase of (row, block)
-  // units can run in parallel: then blocks of at most kParallelWork / 2 of
-  // work, as many per row as the threads share evenly.
+  // More blocks only cost their passes (the gather makes one a block),
+  // unless the phase of (row, block) units can run in parallel: then blocks
+  // of at most kParallelWork / 2 of work, as many per row as the threads
+  // share evenly.
   using syncfree::ops::kParallelWork;
   using syncfree::ops::sample_gather_split;
   using syncfree::ops::slot_blocks;
