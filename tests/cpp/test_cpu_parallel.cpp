@@ -81,6 +81,7 @@ TEST(CpuParallel, SameBitsOnOneThreadAndOnSeveral) {
       {2, 3 * 65536 + 9, 9000, 4}, // several chunks and blocks per row (whole rows on 2 threads)
       {3, 500, 50, 4096},          // wide features: the fused call's blocks of a few slots, each task compacting its rows
       {2, 3000, 2500, 1000},       // wide features, blocks of a row on several threads
+      {1, 50, 9, 32768},           // a slot a block, the last blocks empty (10 on 2 threads, 16 on 8)
   };
   int64_t seed = 11;
   for (const Shape& s : shapes) {
@@ -435,6 +436,12 @@ TEST(CpuParallel, SlotsAreCutIntoSmallBlocksOnlyWhereThePhaseCanSplit) {
   expect_blocks(sample_gather_split(32, 10000, 1000, 8, 64, true).slots, 1, 1000);
   expect_blocks(sample_gather_split(32, 100000, 10000, 8, 64, true).slots, 3, 3334);
   expect_blocks(sample_gather_split(1, 100000, 10000, 8, 64, true).slots, 14, 715);
+  // Slots of 128 KiB feature rows, a block each, as many blocks as the
+  // threads share evenly: the last of a row's blocks hold no slot (the
+  // test above fills them).
+  expect_blocks(sample_gather_split(1, 50, 9, 8, 131072, true).slots, 10, 1);
+  at::set_num_threads(8);
+  expect_blocks(sample_gather_split(1, 50, 9, 8, 131072, true).slots, 16, 1);
 }
 
 TEST(CpuParallel, TheFusedGatherFoldsThePositivesLabelsOfRowsBeyond512KiB) {
