@@ -153,9 +153,9 @@ void sample_rows(const at::Tensor& labels, const T* data, const core::BalancedPa
   // workspace row that holds row r. The blocks are only how the threads
   // share a row's slots: one row of 1e6 labels, K = 1e5, two threads, a
   // task's 62 blocks in one pass rather than one pass a block took the
-  // fused call 0.95x to 0.96x the time, one thread (25 blocks) 0.96x to 0.98x, one row of 5e4
-  // or 1e5 on two threads 0.95x to 0.99x (an AMD EPYC Zen 5, 2026-12-05,
-  // docs/benchmarks.md).
+  // fused call 0.95x to 0.96x the time, one thread (25 blocks) 0.96x to
+  // 0.98x, one row of 5e4 or 1e5 on two threads 0.95x to 0.99x (an AMD
+  // EPYC Zen 5, 2026-12-05, docs/benchmarks.md).
   const auto slot_units = [&](int64_t begin, int64_t end, const auto& start_row) {
     for (int64_t u = begin; u < end;) {
       const int64_t r = u / blocks;

@@ -21,7 +21,7 @@ constexpr int64_t kSlotBlock = 4096;
 
 // Work per unit of each phase (units: see cpu/common.h).
 constexpr int64_t kChunkWork = 64;      // a (row, chunk) unit, besides its labels
-constexpr int64_t kRowPlanWork = 256;   // a (row, block) unit's share of a pass's plan and small tables
+constexpr int64_t kRowPlanWork = 256;   // a (row, block) unit's share of a pass's plan and tables
 constexpr int64_t kSlotWork = 12;       // one slot: the permutations and the lookup
 
 // Workspaces up to this size reuse a buffer kept by the calling thread.

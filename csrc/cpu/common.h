@@ -159,12 +159,11 @@ class ClaimedPhase {
 // block) units, not whole rows, among the threads; more than one thread; and
 // more than kParallelWork of slot work in all), of at most kParallelWork / 2
 // of work too, so that the slots of a few rows still split over the threads
-// (elsewhere more blocks would only cost their passes, where the caller makes
-// one a block: the gather's; the sampler fills a task's run of a row's
-// blocks in one pass). The blocks are of
-// equal size, and, where the phase splits and a row has several, as many as
-// the pool's threads share evenly (rows x blocks a multiple of the thread
-// count).
+// (elsewhere more blocks would only cost their passes, where the caller
+// makes one a block: the gather's; the sampler fills a task's run of a
+// row's blocks in one pass). The blocks are of equal size, and, where the
+// phase splits and a row has several, as many as the pool's threads share
+// evenly (rows x blocks a multiple of the thread count).
 // at::parallel_for hands each thread a run of consecutive units: when the
 // blocks were not made even (2026-12-02), blocks of 4096, 4096 and 1808
 // slots of one row of 1e5 (K = 1e4) over two threads left one thread 82% of
