@@ -171,7 +171,7 @@ void sample_rows(const at::Tensor& labels, const T* data, const core::BalancedPa
       at::parallel_for(0, rows, split.row_grain, [&](int64_t begin, int64_t end) {
         for (int64_t r = begin; r < end; ++r) {
           compact_row(r, r);
-          slot_units(r * blocks, (r + 1) * blocks, [](int64_t row) { return row; });
+          fill_slots(r, 0, k, r);  // the row's blocks, all this task's: one pass
         }
       });
       return;
